@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what kbrl needs to build and test on Debian 12, and nothing when all of it is there.
+# Idempotent: a second run prints nothing and changes nothing.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git openssl
+  libcaf-dev                      # actors, middleman, OpenSSL module (0.17.6)
+  libsimdjson-dev libtomlplusplus-dev libspdlog-dev libfmt-dev libhnswlib-dev
+  libboost-test-dev libcurl4-openssl-dev libssl-dev libpcre2-dev libedit-dev libcli11-dev
+  libbenchmark-dev
+  libtorch-dev python3-torch      # libtorch 1.13 (CPU) and the matching Python for the worker
+  libopenblas0-pthread            # without it libtorch matmuls are ~20x slower on CPU
+  python3-numpy
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "kbrl setup: installing ${missing[*]}"
+sudo_cmd=""
+[ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo_cmd apt-get update -qq
+$sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "kbrl setup: done"

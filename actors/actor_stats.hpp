@@ -1,0 +1,43 @@
+#pragma once
+// Bookkeeping every kbrl actor keeps for its status answer: identity, counters, last error.
+
+#include "messages/data.hpp"
+#include "runtime/node/clock.hpp"
+
+#include <string>
+#include <vector>
+
+namespace kbrl {
+
+/// Counters and identity behind an actor_status. Each handler calls count() first.
+struct actor_stats {
+  std::string name;   ///< full name, "node/role[.i]"
+  std::string role;
+  std::string node;
+  uint64_t handled = 0;
+  uint64_t restarts = 0;
+  std::string last_error;
+  int64_t since_unix_ms = now_unix_ms();
+
+  void count() { ++handled; }
+
+  /// The status answer, with the actor's current state word, mailbox size and role details.
+  actor_status snapshot(std::string state, size_t mailbox_size,
+                        std::vector<status_detail> details = {},
+                        std::vector<std::string> commands = {}) const {
+    return actor_status{name,          role,       node,
+                        std::move(state), mailbox_size, handled,
+                        restarts,      last_error, since_unix_ms,
+                        std::move(details), std::move(commands)};
+  }
+};
+
+/// Full actor name: "head/learner", "gpu1/evaluator.0".
+inline std::string actor_name(const std::string& node, const std::string& role, int index = -1) {
+  auto name = node + "/" + role;
+  if (index >= 0)
+    name += "." + std::to_string(index);
+  return name;
+}
+
+} // namespace kbrl

@@ -1,0 +1,412 @@
+#include "actors/node.hpp"
+
+#include "actors/membership.hpp"
+#include "actors/metrics.hpp"
+#include "actors/role_slot.hpp"
+#include "runtime/node/membership_table.hpp"
+#include "runtime/node/role_plan.hpp"
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include <memory>
+
+namespace kbrl {
+
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr auto request_timeout = std::chrono::seconds(5);
+constexpr auto leave_timeout = std::chrono::seconds(2);
+
+std::string join_list(const std::vector<std::string>& xs, const char* sep = ", ") {
+  std::string out;
+  for (auto& x : xs)
+    out += (out.empty() ? "" : sep) + x;
+  return out;
+}
+
+std::string coordinator_endpoint(const node_settings& s) {
+  return s.coordinator + " at " + s.coordinator_host + ":" + std::to_string(s.coordinator_port);
+}
+
+/// Spawns the actors of this node's roles and GPUs; returns their entries.
+std::vector<actor_entry> spawn_role_actors(node_pointer self) {
+  auto& s = self->state.settings;
+  std::vector<actor_entry> out;
+  std::vector<int> gpus(s.info.gpus.begin(), s.info.gpus.end());
+  for (auto& planned : plan_role_actors(s.info.roles, gpus)) {
+    actor_stats stats;
+    stats.node = s.info.name;
+    stats.role = planned.role;
+    stats.name = actor_name(s.info.name, planned.role, planned.index);
+    caf::actor handle;
+    if (planned.role == "metrics") {
+      handle = caf::actor_cast<caf::actor>(
+        self->spawn(metrics_sink, stats, s.run_dir + "/metrics.jsonl"));
+    } else {
+      std::vector<status_detail> details{
+        {"device", planned.gpu < 0 ? "cpu" : "cuda:" + std::to_string(planned.gpu)}};
+      handle = caf::actor_cast<caf::actor>(self->spawn(role_slot, stats, details));
+    }
+    self->monitor(handle);
+    out.push_back({stats.name, planned.role, handle});
+  }
+  return out;
+}
+
+void schedule_join(node_pointer self, milliseconds delay) {
+  if (self->state.join_pending || self->state.stopping)
+    return;
+  self->state.join_pending = true;
+  self->delayed_send(self, delay, join_atom::value);
+}
+
+void schedule_heartbeat(node_pointer self) {
+  if (self->state.heartbeat_pending || self->state.stopping)
+    return;
+  self->state.heartbeat_pending = true;
+  self->delayed_send(self, self->state.settings.heartbeat_interval, heartbeat_atom::value);
+}
+
+void on_joined(node_pointer self, membership_actor membership, const membership_view& view) {
+  auto& st = self->state;
+  st.membership = membership;
+  st.joined = true;
+  ++st.joins;
+  self->monitor(membership);
+  size_t up = 0;
+  for (auto& n : view.nodes)
+    up += n.state == node_state::up ? 1 : 0;
+  if (st.join_attempts > 0 || st.joins > 1)
+    spdlog::info("joined cluster {} through coordinator {} after {} failed attempt(s); {} node(s) "
+                 "up",
+                 view.cluster, coordinator_endpoint(st.settings), st.join_attempts, up);
+  else
+    spdlog::info("joined cluster {} through coordinator {}; {} node(s) up", view.cluster,
+                 coordinator_endpoint(st.settings), up);
+  st.join_attempts = 0;
+  st.last_join_error.clear();
+  schedule_heartbeat(self);
+}
+
+void on_join_failed(node_pointer self, const std::string& what) {
+  auto& st = self->state;
+  ++st.join_attempts;
+  // Log the first failure, every change of reason, and then every 10th attempt: enough to see
+  // what is wrong without flooding the log while a coordinator is still starting.
+  if (st.join_attempts == 1 || what != st.last_join_error || st.join_attempts % 10 == 0)
+    spdlog::warn("cannot join coordinator {} (attempt {}): {}; retrying",
+                 coordinator_endpoint(st.settings), st.join_attempts, what);
+  st.last_join_error = what;
+  auto delay = milliseconds(std::min<int64_t>(5000, 1000 * st.join_attempts));
+  schedule_join(self, delay);
+}
+
+void register_with(node_pointer self, membership_actor membership) {
+  auto info = self->state.settings.info;
+  info.actors = self->state.children;
+  info.actors.insert(info.actors.begin(),
+                     actor_entry{self->state.stats.name, "node", caf::actor_cast<caf::actor>(self)});
+  self->request(membership, request_timeout, register_atom::value, std::move(info),
+                caf::actor_cast<caf::actor>(self))
+    .then([self, membership](membership_view& view) { on_joined(self, membership, view); },
+          [self](caf::error& err) {
+            on_join_failed(self, "registration failed: " + self->system().render(err));
+          });
+}
+
+void try_join(node_pointer self) {
+  auto& st = self->state;
+  if (st.joined || st.stopping)
+    return;
+  if (st.settings.is_coordinator) {
+    register_with(self, st.membership);
+    return;
+  }
+  auto& s = st.settings;
+  self->request(s.connector, request_timeout, caf::connect_atom::value, s.coordinator_host,
+                s.coordinator_port)
+    .then(
+      [self](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
+        if (!ptr) {
+          on_join_failed(self, "nothing is published on that port");
+          return;
+        }
+        auto coordinator_node = caf::actor_cast<node_actor>(std::move(ptr));
+        self->request(coordinator_node, request_timeout, membership_atom::value)
+          .then([self](membership_actor& m) { register_with(self, m); },
+                [self](caf::error& err) {
+                  on_join_failed(self, "no membership: " + self->system().render(err));
+                });
+      },
+      [self](caf::error& err) { on_join_failed(self, self->system().render(err)); });
+}
+
+actor_status own_status(node_pointer self) {
+  auto& st = self->state;
+  auto& s = st.settings;
+  std::string state = s.is_coordinator ? "coordinating"
+                      : st.joined      ? "joined"
+                                       : "joining (attempt " + std::to_string(st.join_attempts + 1)
+                                           + (st.last_join_error.empty()
+                                                ? ")"
+                                                : ": " + st.last_join_error + ")");
+  std::vector<std::string> gpus;
+  for (auto g : s.info.gpus)
+    gpus.push_back(std::to_string(g));
+  return st.stats.snapshot(
+    state, self->mailbox().size(),
+    {{"address", s.info.host + ":" + std::to_string(s.info.port)},
+     {"roles", join_list(s.info.roles)},
+     {"gpus", gpus.empty() ? "none" : join_list(gpus)},
+     {"devices", s.info.devices},
+     {"coordinator", coordinator_endpoint(s)},
+     {"actors", std::to_string(st.children.size() + 1)},
+     {"joins", std::to_string(st.joins)},
+     {"heartbeats sent", std::to_string(st.heartbeats)},
+     {"pid", std::to_string(s.info.pid)},
+     {"run directory", s.run_dir}});
+}
+
+/// The child with this full name, or an invalid handle.
+caf::actor find_child(node_pointer self, const std::string& name) {
+  for (auto& c : self->state.children)
+    if (c.name == name)
+      return c.handle;
+  return {};
+}
+
+caf::error unknown_local_actor(node_pointer self, const std::string& name) {
+  std::vector<std::string> names{self->state.stats.name};
+  for (auto& c : self->state.children)
+    names.push_back(c.name);
+  return make_error(errc::unknown_actor, "node " + self->state.settings.info.name
+                                           + " has no actor '" + name + "' (it has "
+                                           + join_list(names) + ")");
+}
+
+caf::error not_joined(node_pointer self) {
+  auto& st = self->state;
+  return make_error(errc::node_unreachable,
+                    "node " + st.settings.info.name + " has not joined its coordinator yet ("
+                      + (st.last_join_error.empty() ? "joining" : st.last_join_error) + ")");
+}
+
+/// Asks the membership (possibly on another node) and hands its answer back to our requester.
+template <class Answer, class... Ts>
+caf::result<Answer> relay(node_pointer self, Ts&&... xs) {
+  if (!self->state.membership)
+    return not_joined(self);
+  auto rp = self->make_response_promise<Answer>();
+  self->request(self->state.membership, std::chrono::seconds(15), std::forward<Ts>(xs)...)
+    .then([rp](Answer& answer) mutable { rp.deliver(std::move(answer)); },
+          [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+  return rp;
+}
+
+void stop_children(node_pointer self) {
+  for (auto& c : self->state.children)
+    self->send_exit(c.handle, caf::exit_reason::user_shutdown);
+}
+
+} // namespace
+
+node_actor::behavior_type node(node_pointer self, node_settings settings) {
+  auto& st = self->state;
+  st.settings = std::move(settings);
+  st.stats.node = st.settings.info.name;
+  st.stats.role = "node";
+  st.stats.name = actor_name(st.settings.info.name, "node");
+
+  if (st.settings.is_coordinator) {
+    membership_settings ms;
+    ms.cluster = st.settings.cluster;
+    ms.coordinator = st.settings.info.name;
+    ms.heartbeat_interval = st.settings.heartbeat_interval;
+    ms.node_timeout = st.settings.node_timeout;
+    st.membership = self->spawn(membership, ms);
+    self->monitor(st.membership);
+    st.children.push_back({actor_name(st.settings.info.name, "membership"), "membership",
+                           caf::actor_cast<caf::actor>(st.membership)});
+  }
+  auto roles = spawn_role_actors(self);
+  st.children.insert(st.children.end(), roles.begin(), roles.end());
+
+  self->set_down_handler([self](const caf::down_msg& msg) {
+    auto& st = self->state;
+    if (st.membership && msg.source == st.membership.address() && !st.settings.is_coordinator) {
+      st.joined = false;
+      st.membership = nullptr;
+      if (!st.stopping) {
+        spdlog::warn("lost the coordinator {} ({}); rejoining", coordinator_endpoint(st.settings),
+                     self->system().render(msg.reason));
+        schedule_join(self, milliseconds(500));
+      }
+      return;
+    }
+    for (auto& c : st.children) {
+      if (c.handle.address() == msg.source) {
+        if (!st.stopping) {
+          st.stats.last_error = c.name + " stopped: " + self->system().render(msg.reason);
+          spdlog::error("actor {}", st.stats.last_error);
+        }
+        return;
+      }
+    }
+  });
+
+  self->send(self, join_atom::value);
+  st.join_pending = true;
+  self->delayed_send(self, st.settings.status_interval, tick_atom::value);
+
+  return {
+    [self](status_atom) -> actor_status {
+      self->state.stats.count();
+      return own_status(self);
+    },
+    [self](control_atom, const std::string& verb,
+           const std::vector<std::string>&) -> caf::result<std::string> {
+      self->state.stats.count();
+      return make_error(errc::not_supported, "a node accepts no control verbs, got '" + verb
+                                               + "'");
+    },
+    [self](status_atom, node_atom) -> caf::result<node_status> {
+      auto& st = self->state;
+      st.stats.count();
+      auto info = st.settings.info;
+      info.actors = st.children;
+      auto rp = self->make_response_promise<node_status>();
+      auto result = std::make_shared<node_status>();
+      result->info = std::move(info);
+      result->started_unix_ms = st.stats.since_unix_ms;
+      result->actors.push_back(own_status(self));
+      auto pending = std::make_shared<size_t>(st.children.size());
+      if (*pending == 0)
+        rp.deliver(*result);
+      for (auto& c : st.children) {
+        auto name = c.name;
+        auto role = c.role;
+        auto finish = [rp, result, pending]() mutable {
+          if (--*pending == 0)
+            rp.deliver(std::move(*result));
+        };
+        self->request(caf::actor_cast<status_actor>(c.handle), request_timeout, status_atom::value)
+          .then(
+            [result, finish](actor_status& s) mutable {
+              result->actors.push_back(std::move(s));
+              finish();
+            },
+            [self, result, finish, name, role](caf::error& err) mutable {
+              actor_status s;
+              s.name = name;
+              s.role = role;
+              s.node = self->state.settings.info.name;
+              s.state = "not answering";
+              s.last_error = self->system().render(err);
+              result->actors.push_back(std::move(s));
+              finish();
+            });
+      }
+      return rp;
+    },
+    [self](status_atom, const std::string& name) -> caf::result<actor_status> {
+      self->state.stats.count();
+      if (name == self->state.stats.name)
+        return own_status(self);
+      if (auto child = find_child(self, name))
+        return self->delegate(caf::actor_cast<status_actor>(child), status_atom::value);
+      if (node_of_actor(name) == self->state.settings.info.name)
+        return unknown_local_actor(self, name);
+      return relay<actor_status>(self, status_atom::value, name);
+    },
+    [self](control_atom, const std::string& name, const std::string& verb,
+           const std::vector<std::string>& args) -> caf::result<std::string> {
+      self->state.stats.count();
+      if (name == self->state.stats.name)
+        return make_error(errc::not_supported, "a node accepts no control verbs, got '" + verb
+                                                 + "'");
+      if (auto child = find_child(self, name))
+        return self->delegate(caf::actor_cast<status_actor>(child), control_atom::value, verb,
+                              args);
+      if (node_of_actor(name) == self->state.settings.info.name)
+        return unknown_local_actor(self, name);
+      return relay<std::string>(self, control_atom::value, name, verb, args);
+    },
+    [self](nodes_atom) -> caf::result<membership_view> {
+      self->state.stats.count();
+      return relay<membership_view>(self, membership_atom::value);
+    },
+    [self](membership_atom) -> caf::result<membership_actor> {
+      self->state.stats.count();
+      if (!self->state.membership)
+        return not_joined(self);
+      return self->state.membership;
+    },
+    [self](config_atom) -> std::string {
+      self->state.stats.count();
+      return self->state.settings.run_config_toml;
+    },
+    [self](join_atom) {
+      self->state.join_pending = false;
+      try_join(self);
+    },
+    [self](heartbeat_atom) {
+      auto& st = self->state;
+      st.heartbeat_pending = false;
+      if (!st.joined || st.stopping)
+        return;
+      ++st.heartbeats;
+      self->request(st.membership, st.settings.node_timeout, heartbeat_atom::value,
+                    st.settings.info.name)
+        .then(
+          [self](bool known) {
+            auto& st = self->state;
+            if (!known && st.joined) {
+              spdlog::warn("coordinator {} no longer lists this node as up; registering again",
+                           coordinator_endpoint(st.settings));
+              st.joined = false;
+              try_join(self);
+              return;
+            }
+            schedule_heartbeat(self);
+          },
+          [self](caf::error& err) {
+            auto& st = self->state;
+            spdlog::warn("heartbeat to coordinator {} failed: {}",
+                         coordinator_endpoint(st.settings), self->system().render(err));
+            schedule_heartbeat(self);
+          });
+    },
+    [self](tick_atom) {
+      auto& st = self->state;
+      if (st.stopping)
+        return;
+      spdlog::info("node {}: {}, {} actors, {} heartbeats sent", st.settings.info.name,
+                   own_status(self).state, st.children.size() + 1, st.heartbeats);
+      self->delayed_send(self, st.settings.status_interval, tick_atom::value);
+    },
+    [self](stop_atom) {
+      auto& st = self->state;
+      if (st.stopping)
+        return;
+      st.stopping = true;
+      spdlog::info("node {} stopping: {} actors", st.settings.info.name, st.children.size() + 1);
+      auto finish = [self] {
+        stop_children(self);
+        self->quit();
+      };
+      if (st.joined && !st.settings.is_coordinator) {
+        self->request(st.membership, leave_timeout, leave_atom::value, st.settings.info.name)
+          .then([finish](bool) { finish(); },
+                [finish](caf::error&) { finish(); });
+      } else {
+        finish();
+      }
+    },
+  };
+}
+
+} // namespace kbrl

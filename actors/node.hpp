@@ -1,0 +1,65 @@
+#pragma once
+// The node actor: one per kbrl-node process. It spawns the role actors of its roles and GPUs,
+// joins the coordinator's membership, keeps sending heartbeats, and answers for its actors.
+//
+// States (drawn before coded, per the project's habit):
+//
+//   start --(coordinator node: spawn membership, register locally)--------------> joined
+//     |                                                                            ^  |
+//     '--(other node)--> joining --connect + ask membership + register: ok ------'  |
+//                         ^   |                                                      |
+//                         |   '-- any failure: log, retry after back-off (1 s .. 5 s)|
+//                         '---- membership actor down / heartbeat answered false ----'
+//   any state --stop--> leaving (say goodbye, wait <= 2 s) --> children told to exit --> gone
+//
+// A coordinator that restarts comes back empty: heartbeats answer false (unknown node) or the
+// connection drops, and every node re-registers without restarting.
+
+#include "actors/actor_stats.hpp"
+#include "messages/type_ids.hpp"
+
+#include <caf/io/middleman_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <chrono>
+
+namespace kbrl {
+
+/// Everything the node actor needs, decided by the node runtime from manifest and config.
+struct node_settings {
+  node_info info;                  ///< this node (actors is filled in by the node actor)
+  std::string cluster;
+  std::string coordinator;         ///< coordinator node name
+  std::string coordinator_host;
+  uint16_t coordinator_port = 0;
+  bool is_coordinator = false;
+  std::chrono::milliseconds heartbeat_interval{1000};
+  std::chrono::milliseconds node_timeout{5000};
+  std::chrono::milliseconds status_interval{10000};
+  std::string run_config_toml;     ///< answered to `config`
+  std::string run_dir;             ///< metrics.jsonl goes here
+  caf::io::middleman_actor connector; ///< plain or TLS middleman, for connecting to the coordinator
+};
+
+struct node_actor_state {
+  static inline const char* name = "node";
+  node_settings settings;
+  actor_stats stats;
+  std::vector<actor_entry> children; ///< role actors (and membership on the coordinator)
+  membership_actor membership;
+  bool joined = false;
+  bool join_pending = false;
+  bool heartbeat_pending = false;
+  bool stopping = false;
+  uint32_t join_attempts = 0;      ///< failed attempts since the last successful join
+  uint64_t joins = 0;
+  uint64_t heartbeats = 0;
+  std::string last_join_error;
+};
+
+using node_pointer = node_actor::stateful_pointer<node_actor_state>;
+
+/// Spawn with sys.spawn(node, settings); publish the handle on the node's port.
+node_actor::behavior_type node(node_pointer self, node_settings settings);
+
+} // namespace kbrl

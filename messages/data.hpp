@@ -1,0 +1,430 @@
+#pragma once
+// The data that crosses actors and nodes: plain aggregates with an inspect() each.
+//
+// Shapes here are the whole RL loop's, defined once so later work fills in behaviour, not
+// messages. Every struct is registered in messages/type_ids.hpp and has a round-trip test in
+// test/test_messages.cpp: a type missing from the ID block works locally and fails only across
+// nodes. No pointers, no behaviour: a struct that must carry an actor uses a handle.
+
+#include <caf/actor.hpp>
+#include <caf/meta/type_name.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kbrl {
+
+// -- problems -------------------------------------------------------------------------------------
+
+/// What the candidate kernel is written in.
+enum class kernel_backend : uint8_t { cuda, triton, torch, hip, cute, tilelang, thunderkittens };
+
+/// The precision the problem's tensors are checked and timed in.
+enum class kernel_precision : uint8_t { fp32, fp16, bf16 };
+
+const char* to_string(kernel_backend x);
+const char* to_string(kernel_precision x);
+
+/// A KernelBench-style problem: a PyTorch `Model` with get_inputs/get_init_inputs.
+struct problem {
+  std::string id;                 ///< stable identifier, e.g. "level1/19_ReLU"
+  int32_t level = 0;              ///< KernelBench level (1-4), 0 for other sources
+  int32_t number = 0;             ///< problem number within its level
+  std::string name;               ///< human-readable name, e.g. "19_ReLU"
+  std::string reference_source;   ///< the reference PyTorch program
+  kernel_backend backend = kernel_backend::cuda; ///< backend the candidate must use
+  kernel_precision precision = kernel_precision::fp32;
+  std::string source_hash;        ///< hash of the normalised reference (leakage guard, caching)
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, problem& x) {
+  return f(caf::meta::type_name("problem"), x.id, x.level, x.number, x.name, x.reference_source,
+           x.backend, x.precision, x.source_hash);
+}
+
+// -- generation -----------------------------------------------------------------------------------
+
+/// How a sampler draws one completion.
+struct sampling_params {
+  double temperature = 1.0;             ///< 0 means greedy
+  double top_p = 1.0;                   ///< nucleus mass kept, (0, 1]
+  int32_t top_k = 0;                    ///< 0 disables top-k
+  int32_t max_new_tokens = 1024;
+  uint64_t seed = 0;                    ///< per-request seed, for reproducible samples
+  std::vector<std::string> stop_strings;
+  std::vector<int32_t> stop_token_ids;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sampling_params& x) {
+  return f(caf::meta::type_name("sampling_params"), x.temperature, x.top_p, x.top_k,
+           x.max_new_tokens, x.seed, x.stop_strings, x.stop_token_ids);
+}
+
+/// Why a completion ended.
+enum class finish_reason : uint8_t { stop_token, stop_string, length, error, cancelled };
+const char* to_string(finish_reason x);
+
+/// One completion to draw. Exactly one of prompt_text / prompt_tokens is set.
+struct generation_request {
+  uint64_t id = 0;                      ///< unique per requester; the answer carries it back
+  std::string prompt_text;              ///< rendered prompt (remote OpenAI-style servers)
+  std::vector<int32_t> prompt_tokens;   ///< token ids (built-in sampler)
+  sampling_params params;
+  uint64_t min_policy_version = 0;      ///< the sampler must hold at least this version
+  std::string trace;                    ///< requester's label for logs, e.g. "episode 12 turn 2"
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, generation_request& x) {
+  return f(caf::meta::type_name("generation_request"), x.id, x.prompt_text, x.prompt_tokens,
+           x.params, x.min_policy_version, x.trace);
+}
+
+/// A drawn completion with what the learner needs for importance sampling.
+struct generation_result {
+  uint64_t id = 0;
+  std::string completion_text;
+  std::vector<int32_t> completion_tokens;
+  std::vector<float> logprobs;          ///< sampler log-probability of each completion token
+  finish_reason finish = finish_reason::length;
+  uint64_t policy_version = 0;          ///< the weights that produced it
+  int32_t prompt_token_count = 0;
+  double seconds = 0;                   ///< time from request to answer on the sampler
+  std::string sampler;                  ///< name of the sampler actor that answered
+  std::string error;                    ///< set when finish == error
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, generation_result& x) {
+  return f(caf::meta::type_name("generation_result"), x.id, x.completion_text,
+           x.completion_tokens, x.logprobs, x.finish, x.policy_version, x.prompt_token_count,
+           x.seconds, x.sampler, x.error);
+}
+
+// -- evaluation -----------------------------------------------------------------------------------
+
+/// How a candidate is checked and timed (KernelBench's defaults).
+struct timing_options {
+  int32_t correctness_trials = 5;  ///< fresh random inputs, each compared with allclose
+  int32_t perf_trials = 100;       ///< timed runs after warm-up, L2 flushed between them
+  int32_t warmup_runs = 3;
+  uint64_t seed = 42;              ///< seeds the inputs of the correctness trials
+  double timeout_s = 300;          ///< wall-clock budget for compile + check + timing
+  bool measure_performance = true;
+  bool compare_torch_compile = false; ///< also time a torch.compile reference
+  double atol = -1;                ///< < 0: KernelBench's tolerance for the precision
+  double rtol = -1;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, timing_options& x) {
+  return f(caf::meta::type_name("timing_options"), x.correctness_trials, x.perf_trials,
+           x.warmup_runs, x.seed, x.timeout_s, x.measure_performance, x.compare_torch_compile,
+           x.atol, x.rtol);
+}
+
+/// A candidate kernel to evaluate against its problem.
+struct eval_request {
+  uint64_t id = 0;
+  std::string candidate_source;    ///< the ModelNew program
+  problem task;
+  timing_options timing;
+  std::string trace;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, eval_request& x) {
+  return f(caf::meta::type_name("eval_request"), x.id, x.candidate_source, x.task, x.timing,
+           x.trace);
+}
+
+/// Where an evaluation stopped, or `none` when the candidate was checked (correct or not).
+enum class eval_error : uint8_t {
+  none,
+  format,        ///< no program could be extracted
+  static_check,  ///< refused before running (reward hack or forbidden construct)
+  compile,       ///< the extension or module failed to build
+  runtime,       ///< raised while running
+  mismatch,      ///< ran, but outputs differ from the reference
+  timeout,       ///< passed its deadline
+  crashed,       ///< the worker died or the device was corrupted
+  infrastructure ///< kbrl itself failed (not the candidate's fault)
+};
+const char* to_string(eval_error x);
+
+/// Runtime statistics of repeated timed runs, in milliseconds.
+struct runtime_stats {
+  double mean_ms = 0, std_ms = 0, min_ms = 0, max_ms = 0;
+  int32_t trials = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, runtime_stats& x) {
+  return f(caf::meta::type_name("runtime_stats"), x.mean_ms, x.std_ms, x.min_ms, x.max_ms,
+           x.trials);
+}
+
+/// One correctness trial.
+struct trial_result {
+  bool passed = false;
+  double max_abs_diff = 0;
+  double mean_abs_diff = 0;
+  std::string note;                ///< e.g. "shape mismatch: [4, 8] vs [8, 4]"
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, trial_result& x) {
+  return f(caf::meta::type_name("trial_result"), x.passed, x.max_abs_diff, x.mean_abs_diff,
+           x.note);
+}
+
+/// The evaluator's verdict: a pure function of (candidate, problem, timing, device).
+struct eval_result {
+  uint64_t id = 0;
+  bool compiled = false;
+  bool correct = false;
+  int32_t trials_passed = 0;
+  int32_t trials_total = 0;
+  eval_error error = eval_error::none;
+  std::string error_excerpt;       ///< cleaned, bounded excerpt of the error output
+  std::vector<trial_result> trials;
+  runtime_stats kernel_runtime;
+  runtime_stats reference_runtime;
+  runtime_stats compiled_reference_runtime; ///< torch.compile reference, when asked for
+  double speedup = 0;              ///< reference mean / kernel mean; 0 when not timed
+  std::vector<std::string> hack_flags; ///< static-check or runtime findings, e.g. "try_except"
+  std::string device;              ///< e.g. "NVIDIA H200 (gpu 0)"
+  std::string evaluator;           ///< name of the evaluator actor that ran it
+  double compile_seconds = 0;
+  double total_seconds = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, eval_result& x) {
+  return f(caf::meta::type_name("eval_result"), x.id, x.compiled, x.correct, x.trials_passed,
+           x.trials_total, x.error, x.error_excerpt, x.trials, x.kernel_runtime,
+           x.reference_runtime, x.compiled_reference_runtime, x.speedup, x.hack_flags, x.device,
+           x.evaluator, x.compile_seconds, x.total_seconds);
+}
+
+// -- episodes -------------------------------------------------------------------------------------
+
+/// One turn of an episode: the prompt, the model's answer, its verdict and its credit.
+struct turn {
+  int32_t index = 0;
+  std::vector<int32_t> prompt_tokens;
+  std::vector<int32_t> completion_tokens;
+  std::vector<float> logprobs;     ///< sampler log-probabilities of completion_tokens
+  std::string completion_text;
+  eval_result verdict;
+  double score = 0;                ///< this turn's reward s_t
+  double return_value = 0;         ///< discounted return R_t = s_t + gamma * R_{t+1}
+  double advantage = 0;            ///< filled in by the learner's advantage estimator
+  uint64_t policy_version = 0;
+  int32_t retries = 0;             ///< steps re-sent after a sampler/evaluator was lost
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, turn& x) {
+  return f(caf::meta::type_name("turn"), x.index, x.prompt_tokens, x.completion_tokens,
+           x.logprobs, x.completion_text, x.verdict, x.score, x.return_value, x.advantage,
+           x.policy_version, x.retries);
+}
+
+/// A whole episode on one problem; G trajectories of one problem form a group.
+struct trajectory {
+  uint64_t id = 0;
+  uint64_t group_id = 0;
+  std::string problem_id;
+  std::vector<turn> turns;
+  std::vector<uint64_t> policy_versions; ///< distinct versions used, oldest first
+  std::string end_reason;          ///< "success", "max_turns", "failed: ..."
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, trajectory& x) {
+  return f(caf::meta::type_name("trajectory"), x.id, x.group_id, x.problem_id, x.turns,
+           x.policy_versions, x.end_reason);
+}
+
+/// Trajectories handed to the learner for one optimisation step.
+struct trajectory_batch {
+  uint64_t id = 0;
+  uint64_t coordinator_step = 0;
+  std::vector<trajectory> trajectories;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, trajectory_batch& x) {
+  return f(caf::meta::type_name("trajectory_batch"), x.id, x.coordinator_step, x.trajectories);
+}
+
+// -- policy ---------------------------------------------------------------------------------------
+
+/// New weights from the learner: an adapter directory (PEFT layout) and, for samplers that
+/// cannot read the learner's disk, the adapter_model.safetensors bytes themselves.
+struct policy_update {
+  uint64_t version = 0;
+  uint64_t learner_step = 0;
+  std::string base_model;
+  std::string adapter_dir;
+  std::vector<uint8_t> adapter_bytes;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, policy_update& x) {
+  return f(caf::meta::type_name("policy_update"), x.version, x.learner_step, x.base_model,
+           x.adapter_dir, x.adapter_bytes);
+}
+
+// -- metrics --------------------------------------------------------------------------------------
+
+/// One scalar of one step: "train/loss", "eval/fast_1", ...
+struct metric_record {
+  uint64_t step = 0;
+  std::string name;
+  double value = 0;
+  int64_t unix_ms = 0;
+  std::string source;              ///< actor that produced it
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, metric_record& x) {
+  return f(caf::meta::type_name("metric_record"), x.step, x.name, x.value, x.unix_ms, x.source);
+}
+
+// -- retrieval ------------------------------------------------------------------------------------
+
+/// A kernel shown to the model as an example (RA-ICL).
+struct retrieved_example {
+  std::string id;
+  std::string reference_source;
+  std::string kernel_source;
+  kernel_backend backend = kernel_backend::cuda;
+  double score = 0;                ///< similarity to the query
+  double speedup = 0;              ///< as labelled in the corpus, 0 if unknown
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, retrieved_example& x) {
+  return f(caf::meta::type_name("retrieved_example"), x.id, x.reference_source, x.kernel_source,
+           x.backend, x.score, x.speedup);
+}
+
+// -- nodes and actors -----------------------------------------------------------------------------
+
+/// A key/value line of role-specific status ("queue": "3", "policy version": "12").
+struct status_detail {
+  std::string key;
+  std::string value;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, status_detail& x) {
+  return f(caf::meta::type_name("status_detail"), x.key, x.value);
+}
+
+/// What every kbrl actor answers to a status request.
+struct actor_status {
+  std::string name;                ///< globally unique: "<node>/<role>[.<index>]"
+  std::string role;
+  std::string node;
+  std::string state;               ///< a word or short phrase: "idle", "running", "degraded"
+  uint64_t mailbox_size = 0;
+  uint64_t messages_handled = 0;
+  uint64_t restarts = 0;
+  std::string last_error;
+  int64_t since_unix_ms = 0;       ///< when the actor (or its latest restart) started
+  std::vector<status_detail> details;
+  std::vector<std::string> commands; ///< control verbs it accepts, e.g. "restart"
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, actor_status& x) {
+  return f(caf::meta::type_name("actor_status"), x.name, x.role, x.node, x.state, x.mailbox_size,
+           x.messages_handled, x.restarts, x.last_error, x.since_unix_ms, x.details, x.commands);
+}
+
+/// An actor a node hosts, as published to the cluster.
+struct actor_entry {
+  std::string name;
+  std::string role;
+  caf::actor handle;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, actor_entry& x) {
+  return f(caf::meta::type_name("actor_entry"), x.name, x.role, x.handle);
+}
+
+/// What a node says about itself when it joins.
+struct node_info {
+  std::string name;
+  std::string host;
+  uint16_t port = 0;
+  std::vector<std::string> roles;
+  std::vector<int32_t> gpus;
+  int32_t pid = 0;
+  std::string kbrl_version;
+  std::string torch_version;
+  std::string devices;             ///< e.g. "cpu" or "2 x NVIDIA H200"
+  std::vector<actor_entry> actors;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_info& x) {
+  return f(caf::meta::type_name("node_info"), x.name, x.host, x.port, x.roles, x.gpus, x.pid,
+           x.kbrl_version, x.torch_version, x.devices, x.actors);
+}
+
+/// Liveness of a node as the coordinator sees it.
+enum class node_state : uint8_t { up, down, stopped };
+const char* to_string(node_state x);
+
+/// The coordinator's record of one node.
+struct node_record {
+  node_info info;
+  node_state state = node_state::up;
+  int64_t joined_unix_ms = 0;      ///< start of the current incarnation
+  int64_t last_seen_unix_ms = 0;   ///< last heartbeat or registration
+  int64_t down_unix_ms = 0;        ///< when it was seen down or stopped, 0 while up
+  uint32_t incarnation = 0;        ///< 1 on first join, +1 on each rejoin
+  std::string down_reason;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_record& x) {
+  return f(caf::meta::type_name("node_record"), x.info, x.state, x.joined_unix_ms,
+           x.last_seen_unix_ms, x.down_unix_ms, x.incarnation, x.down_reason);
+}
+
+/// The live membership: every node the coordinator has seen, up or not.
+struct membership_view {
+  std::string cluster;
+  std::string coordinator;
+  uint64_t revision = 0;           ///< +1 on every change
+  std::vector<node_record> nodes;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, membership_view& x) {
+  return f(caf::meta::type_name("membership_view"), x.cluster, x.coordinator, x.revision,
+           x.nodes);
+}
+
+/// A node's own status and that of each of its actors.
+struct node_status {
+  node_info info;
+  int64_t started_unix_ms = 0;
+  std::vector<actor_status> actors;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_status& x) {
+  return f(caf::meta::type_name("node_status"), x.info, x.started_unix_ms, x.actors);
+}
+
+} // namespace kbrl

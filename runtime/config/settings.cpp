@@ -1,0 +1,535 @@
+#include "runtime/config/settings.hpp"
+
+#include "runtime/config/config_error.hpp"
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+
+namespace kbrl::config {
+
+namespace {
+
+constexpr double inf = std::numeric_limits<double>::infinity();
+constexpr bool exclusive = true; // for setting::min_exclusive: "> min" instead of ">= min"
+
+} // namespace
+
+const std::vector<setting>& all_settings() {
+  // One line per setting: key, kind, default (TOML), meaning and unit, then allowed strings or
+  // the numeric range {allowed, min, max, min_exclusive}. Keep docs to what a user must know.
+  static const std::vector<setting> settings{
+    {"run.name", setting_kind::string, "\"kbrl\"",
+     "Name of the run: its files (logs, config.toml, manifest.toml) go to the directory "
+     "<run.dir>/<run.name>."},
+    {"run.dir", setting_kind::string, "\"runs\"",
+     "Directory that holds one subdirectory per run; a relative path is taken from the "
+     "working directory of kbrl-node."},
+    {"run.seed", setting_kind::integer, "0",
+     "Seed for the random number generators of the run.", {}, 0},
+    {"log.level", setting_kind::string, "\"info\"", "Lowest severity of messages that are logged.",
+     {"trace", "debug", "info", "warn", "error", "off"}},
+    {"log.console", setting_kind::boolean, "true", "Also write log messages to stderr."},
+    {"log.flush_s", setting_kind::real, "1.0",
+     "Seconds between flushes of buffered log messages to disk.", {}, 0, inf, exclusive},
+    {"node.stop_after_s", setting_kind::real, "0.0",
+     "Seconds after which a node stops by itself; 0 runs until SIGINT or SIGTERM.", {}, 0},
+    {"node.status_interval_s", setting_kind::real, "10.0",
+     "Seconds between the one-line summaries of its actors that a node logs.", {}, 0, inf,
+     exclusive},
+  };
+  return settings;
+}
+
+const char* to_string(setting_kind kind) {
+  switch (kind) {
+    case setting_kind::boolean: return "boolean";
+    case setting_kind::integer: return "integer";
+    case setting_kind::real: return "real";
+    case setting_kind::string: return "string";
+    case setting_kind::string_list: return "string_list";
+    case setting_kind::int_list: return "int_list";
+  }
+  return "unknown";
+}
+
+const setting* find_setting(const std::string& key, const std::vector<setting>& schema) {
+  for (const auto& s : schema)
+    if (s.key == key)
+      return &s;
+  return nullptr;
+}
+
+namespace {
+
+/// Reports one problem: line (0 = none), dotted key, what was expected and found.
+using reporter = std::function<void(int line, const std::string& key, const std::string& what)>;
+
+int line_of(const toml::node& n) {
+  return static_cast<int>(n.source().begin.line);
+}
+
+int line_of(const toml::key& k) {
+  return static_cast<int>(k.source().begin.line);
+}
+
+/// A value as shown after "got" in an error: TOML literals for scalars, words for the rest.
+std::string got(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::string: return toml_quote(n.as_string()->get());
+    case toml::node_type::integer: return std::to_string(n.as_integer()->get());
+    case toml::node_type::floating_point: return toml_real(n.as_floating_point()->get());
+    case toml::node_type::boolean: return n.as_boolean()->get() ? "true" : "false";
+    case toml::node_type::array: return "an array";
+    case toml::node_type::table: return "a table";
+    default: return "a date or time";
+  }
+}
+
+std::string join(const std::vector<std::string>& items, const char* separator) {
+  std::string out;
+  for (const auto& item : items) {
+    if (!out.empty())
+      out += separator;
+    out += item;
+  }
+  return out;
+}
+
+/// A bound as written in messages: whole numbers without a fraction.
+std::string format_bound(double x) {
+  if (std::isfinite(x) && x == std::floor(x) && std::fabs(x) < 1e15)
+    return std::to_string(static_cast<int64_t>(x));
+  return toml_real(x);
+}
+
+/// " from 1 to 65535", " >= 0", " > 0", " <= 10", or "" for an unbounded setting.
+std::string range_text(const setting& s) {
+  const bool has_min = s.min > -inf, has_max = s.max < inf;
+  if (has_min && has_max && !s.min_exclusive)
+    return " from " + format_bound(s.min) + " to " + format_bound(s.max);
+  std::string out;
+  if (has_min)
+    out += (s.min_exclusive ? " > " : " >= ") + format_bound(s.min);
+  if (has_min && has_max)
+    out += " and";
+  if (has_max)
+    out += " <= " + format_bound(s.max);
+  return out;
+}
+
+bool in_range(const setting& s, double x) {
+  return (s.min_exclusive ? x > s.min : x >= s.min) && x <= s.max;
+}
+
+/// What a value of `s` must look like, e.g. "expected an integer >= 0".
+std::string expected_text(const setting& s) {
+  switch (s.kind) {
+    case setting_kind::boolean: return "expected true or false";
+    case setting_kind::integer: return "expected an integer" + range_text(s);
+    case setting_kind::real: return "expected a number" + range_text(s);
+    case setting_kind::string:
+      return s.allowed.empty() ? "expected a string" : "expected one of " + join(s.allowed, ", ");
+    case setting_kind::string_list:
+      return s.allowed.empty() ? "expected an array of strings"
+                               : "expected an array of strings from " + join(s.allowed, ", ");
+    case setting_kind::int_list: return "expected an array of integers" + range_text(s);
+  }
+  return "expected a value";
+}
+
+/// Reads a string that must be one of s.allowed (if any); reports at `key`.
+std::optional<std::string> read_string(const setting& s, const toml::node& n,
+                                       const std::string& key, const std::string& expected,
+                                       const reporter& report) {
+  if (!n.is_string()) {
+    report(line_of(n), key, expected + ", got " + got(n));
+    return std::nullopt;
+  }
+  const std::string& text = n.as_string()->get();
+  if (!s.allowed.empty()
+      && std::find(s.allowed.begin(), s.allowed.end(), text) == s.allowed.end()) {
+    report(line_of(n), key, expected + ", got " + got(n) + did_you_mean(text, s.allowed));
+    return std::nullopt;
+  }
+  return text;
+}
+
+/// Reads an integer within [min, max]; reports at `key`.
+std::optional<int64_t> read_int(const setting& s, const toml::node& n, const std::string& key,
+                                const std::string& expected, const reporter& report) {
+  if (!n.is_integer() || !in_range(s, static_cast<double>(n.as_integer()->get()))) {
+    report(line_of(n), key, expected + ", got " + got(n));
+    return std::nullopt;
+  }
+  return n.as_integer()->get();
+}
+
+/// Converts `n` to a value of setting `s`, or reports every problem (at `key`, or `key[i]` for
+/// list elements) and returns nothing.
+std::optional<setting_value> read_value(const setting& s, const toml::node& n,
+                                        const std::string& key, const reporter& report) {
+  const std::string expected = expected_text(s);
+  switch (s.kind) {
+    case setting_kind::boolean:
+      if (!n.is_boolean())
+        break;
+      return setting_value{n.as_boolean()->get()};
+    case setting_kind::integer:
+      if (auto v = read_int(s, n, key, expected, report))
+        return setting_value{*v};
+      return std::nullopt;
+    case setting_kind::real: {
+      std::optional<double> x;
+      if (n.is_integer())
+        x = static_cast<double>(n.as_integer()->get());
+      else if (n.is_floating_point())
+        x = n.as_floating_point()->get();
+      if (!x || !std::isfinite(*x) || !in_range(s, *x))
+        break;
+      return setting_value{*x};
+    }
+    case setting_kind::string:
+      if (auto v = read_string(s, n, key, expected, report))
+        return setting_value{*v};
+      return std::nullopt;
+    case setting_kind::string_list:
+    case setting_kind::int_list: {
+      const toml::array* array = n.as_array();
+      if (array == nullptr)
+        break;
+      const std::string element_expected =
+        s.kind == setting_kind::int_list
+          ? "expected an integer" + range_text(s)
+          : (s.allowed.empty() ? "expected a string"
+                               : "expected one of " + join(s.allowed, ", "));
+      std::vector<std::string> strings;
+      std::vector<int64_t> ints;
+      bool ok = true;
+      for (std::size_t i = 0; i < array->size(); ++i) {
+        const toml::node& element = *array->get(i);
+        const std::string element_key = key + "[" + std::to_string(i) + "]";
+        if (s.kind == setting_kind::int_list) {
+          if (auto v = read_int(s, element, element_key, element_expected, report))
+            ints.push_back(*v);
+          else
+            ok = false;
+        } else if (auto v = read_string(s, element, element_key, element_expected, report)) {
+          strings.push_back(*v);
+        } else {
+          ok = false;
+        }
+      }
+      if (!ok)
+        return std::nullopt;
+      if (s.kind == setting_kind::int_list)
+        return setting_value{std::move(ints)};
+      return setting_value{std::move(strings)};
+    }
+  }
+  report(line_of(n), key, expected + ", got " + got(n));
+  return std::nullopt;
+}
+
+std::string value_toml(const setting_value& value) {
+  struct visitor {
+    std::string operator()(bool b) const { return b ? "true" : "false"; }
+    std::string operator()(int64_t i) const { return std::to_string(i); }
+    std::string operator()(double d) const { return toml_real(d); }
+    std::string operator()(const std::string& s) const { return toml_quote(s); }
+    std::string operator()(const std::vector<std::string>& items) const {
+      std::string out = "[";
+      for (std::size_t i = 0; i < items.size(); ++i)
+        out += (i ? ", " : "") + toml_quote(items[i]);
+      return out + "]";
+    }
+    std::string operator()(const std::vector<int64_t>& items) const {
+      std::string out = "[";
+      for (std::size_t i = 0; i < items.size(); ++i)
+        out += (i ? ", " : "") + std::to_string(items[i]);
+      return out + "]";
+    }
+  };
+  return std::visit(visitor{}, value);
+}
+
+/// True if `key` is the table part of some setting of `schema` ("log" for "log.level").
+bool is_table_of_settings(const std::string& key, const std::vector<setting>& schema) {
+  const std::string prefix = key + ".";
+  return std::any_of(schema.begin(), schema.end(),
+                     [&](const setting& s) { return s.key.rfind(prefix, 0) == 0; });
+}
+
+/// Every setting key and every table above one: what an unknown key may have meant.
+std::vector<std::string> known_names(const std::vector<setting>& schema) {
+  std::vector<std::string> out;
+  for (const auto& s : schema) {
+    out.push_back(s.key);
+    for (auto dot = s.key.find('.'); dot != std::string::npos; dot = s.key.find('.', dot + 1))
+      if (std::find(out.begin(), out.end(), s.key.substr(0, dot)) == out.end())
+        out.push_back(s.key.substr(0, dot));
+  }
+  return out;
+}
+
+/// Reads the settings in `table` (at dotted `prefix`) into `values`, reporting every problem.
+void read_table(const toml::table& table, const std::string& prefix,
+                const std::vector<setting>& schema, std::map<std::string, setting_value>& values,
+                config_errors& errors) {
+  const reporter report = [&](int line, const std::string& key, const std::string& what) {
+    errors.add(line, key, what);
+  };
+  for (auto&& [k, node] : table) {
+    const std::string name{k.str()};
+    const std::string key = prefix.empty() ? name : prefix + "." + name;
+    if (const setting* s = find_setting(key, schema)) {
+      if (auto v = read_value(*s, node, key, report))
+        values[key] = std::move(*v);
+    } else if (is_table_of_settings(key, schema)) {
+      if (node.is_table())
+        read_table(*node.as_table(), key, schema, values, errors);
+      else
+        errors.add(line_of(node), key,
+                   "expected a table of settings ([" + key + "]), got " + got(node));
+    } else {
+      errors.add(line_of(k), key,
+                 std::string{node.is_table() ? "unknown table" : "unknown key"}
+                   + did_you_mean(key, known_names(schema)));
+    }
+  }
+}
+
+/// Wraps `text` into lines of at most `width` characters, each starting with "# ".
+std::string comment(const std::string& text, std::size_t width = 98) {
+  std::string out, line;
+  std::istringstream words(text);
+  for (std::string word; words >> word;) {
+    if (!line.empty() && line.size() + 1 + word.size() > width - 2) {
+      out += "# " + line + "\n";
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + word;
+  }
+  if (!line.empty())
+    out += "# " + line + "\n";
+  return out;
+}
+
+/// The defaults of `schema`; a default that does not pass its own checks is a bug.
+std::map<std::string, setting_value> default_values(const std::vector<setting>& schema) {
+  std::map<std::string, setting_value> values;
+  for (const auto& s : schema) {
+    const auto dot = s.key.rfind('.');
+    if (dot == std::string::npos || dot == 0 || dot + 1 == s.key.size())
+      throw std::logic_error("setting '" + s.key + "': a key needs a table, e.g. 'log.level'");
+    const bool bare = std::all_of(s.key.begin(), s.key.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+    });
+    if (!bare || s.key.find("..") != std::string::npos)
+      throw std::logic_error("setting '" + s.key + "': use [A-Za-z0-9_-] between the dots");
+    if (values.count(s.key) != 0 || is_table_of_settings(s.key, schema))
+      throw std::logic_error("setting '" + s.key + "' is declared twice or is also a table");
+    std::string problem;
+    const reporter report = [&](int, const std::string& key, const std::string& what) {
+      problem += key + ": " + what + "; ";
+    };
+    try {
+      const toml::table parsed = toml::parse("v = " + s.default_toml, std::string_view{"default"});
+      if (auto v = read_value(s, *parsed.get("v"), s.key, report))
+        values[s.key] = std::move(*v);
+    } catch (const toml::parse_error& e) {
+      problem = std::string{e.description()};
+    }
+    if (values.count(s.key) == 0)
+      throw std::logic_error("setting '" + s.key + "': bad default " + s.default_toml + ": "
+                             + problem);
+  }
+  return values;
+}
+
+} // namespace
+
+run_config::run_config(const std::vector<setting>* schema,
+                       std::map<std::string, setting_value> values)
+  : schema_(schema), values_(std::move(values)) {
+}
+
+run_config::run_config() : run_config(defaults()) {
+}
+
+run_config run_config::defaults(const std::vector<setting>& schema) {
+  return run_config{&schema, default_values(schema)};
+}
+
+caf::expected<run_config> run_config::parse(std::string_view text, const std::string& path,
+                                            const std::vector<setting>& schema) {
+  toml::table root;
+  try {
+    root = toml::parse(text, std::string_view{path});
+  } catch (const toml::parse_error& e) {
+    return config_error(path, static_cast<int>(e.source().begin.line), "",
+                        "TOML syntax error: " + std::string{e.description()});
+  }
+  run_config config = defaults(schema);
+  config_errors errors{path};
+  read_table(root, "", schema, config.values_, errors);
+  if (!errors.empty())
+    return errors.to_error();
+  return config;
+}
+
+caf::expected<run_config> run_config::load(const std::string& path,
+                                           const std::vector<setting>& schema) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return config_error(path, 0, "",
+                        std::string{"cannot read the run config: "} + std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse(text.str(), path, schema);
+}
+
+caf::error run_config::apply_override(const std::string& assignment) {
+  auto trim = [](std::string s) {
+    const auto first = s.find_first_not_of(" \t");
+    const auto last = s.find_last_not_of(" \t");
+    return first == std::string::npos ? std::string{} : s.substr(first, last - first + 1);
+  };
+  config_errors errors{"override '" + assignment + "'"};
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos) {
+    errors.add(0, "", "expected key=value, e.g. log.level=debug");
+    return errors.to_error();
+  }
+  const std::string key = trim(assignment.substr(0, eq));
+  const std::string text = trim(assignment.substr(eq + 1));
+  const setting* s = find_setting(key, *schema_);
+  if (s == nullptr) {
+    if (is_table_of_settings(key, *schema_))
+      errors.add(0, "", "'" + key + "' is a table of settings, not a setting");
+    else
+      errors.add(0, "", "unknown key '" + key + "'" + did_you_mean(key, known_names(*schema_)));
+    return errors.to_error();
+  }
+  // The value as a TOML node: bare text is a string for string settings, and is kept as a string
+  // (so the error shows it) when it is not valid TOML.
+  toml::table parsed;
+  const bool quoted = !text.empty() && (text.front() == '"' || text.front() == '\'');
+  if (s->kind != setting_kind::string || quoted) {
+    try {
+      parsed = toml::parse("v = " + text, std::string_view{"override"});
+    } catch (const toml::parse_error&) {
+      parsed.clear();
+    }
+  }
+  if (parsed.size() != 1 || parsed.get("v") == nullptr) {
+    parsed.clear();
+    parsed.insert("v", text);
+  }
+  const reporter report = [&](int, const std::string& k, const std::string& what) {
+    errors.add(0, k, what);
+  };
+  auto value = read_value(*s, *parsed.get("v"), key, report);
+  if (!value)
+    return errors.to_error();
+  values_[key] = std::move(*value);
+  return caf::error{};
+}
+
+caf::error run_config::apply_overrides(const std::vector<std::string>& assignments) {
+  for (const auto& assignment : assignments)
+    if (auto err = apply_override(assignment))
+      return err;
+  return caf::error{};
+}
+
+const setting_value& run_config::value_of(const std::string& key, setting_kind kind) const {
+  const setting* s = find_setting(key, *schema_);
+  if (s == nullptr)
+    throw std::logic_error("run_config: '" + key + "' is not a declared setting");
+  if (s->kind != kind)
+    throw std::logic_error("run_config: '" + key + "' is a " + to_string(s->kind)
+                           + " setting, read as " + to_string(kind));
+  return values_.at(key);
+}
+
+bool run_config::get_bool(const std::string& key) const {
+  return std::get<bool>(value_of(key, setting_kind::boolean));
+}
+
+int64_t run_config::get_int(const std::string& key) const {
+  return std::get<int64_t>(value_of(key, setting_kind::integer));
+}
+
+double run_config::get_real(const std::string& key) const {
+  return std::get<double>(value_of(key, setting_kind::real));
+}
+
+std::string run_config::get_string(const std::string& key) const {
+  return std::get<std::string>(value_of(key, setting_kind::string));
+}
+
+std::vector<std::string> run_config::get_string_list(const std::string& key) const {
+  return std::get<std::vector<std::string>>(value_of(key, setting_kind::string_list));
+}
+
+std::vector<int64_t> run_config::get_int_list(const std::string& key) const {
+  return std::get<std::vector<int64_t>>(value_of(key, setting_kind::int_list));
+}
+
+std::string run_config::get_toml(const std::string& key) const {
+  const setting* s = find_setting(key, *schema_);
+  if (s == nullptr)
+    throw std::logic_error("run_config: '" + key + "' is not a declared setting");
+  return value_toml(values_.at(key));
+}
+
+std::string run_config::render() const {
+  // Tables in order of first appearance, each with its settings in declaration order.
+  std::vector<std::string> tables;
+  for (const auto& s : *schema_) {
+    const std::string table = s.key.substr(0, s.key.rfind('.'));
+    if (std::find(tables.begin(), tables.end(), table) == tables.end())
+      tables.push_back(table);
+  }
+  const run_config fallback = defaults(*schema_);
+  std::ostringstream out;
+  out << "# kbrl run configuration: every setting with its value. The comment above a setting\n"
+         "# gives its meaning and unit, its default and what is allowed. A file given to kbrl\n"
+         "# may set only some settings; the command line overrides any as key=value\n"
+         "# (e.g. log.level=debug).\n";
+  for (const auto& table : tables) {
+    out << "\n[" << table << "]\n";
+    bool first = true;
+    for (const auto& s : *schema_) {
+      if (s.key.substr(0, s.key.rfind('.')) != table)
+        continue;
+      if (!first)
+        out << "\n";
+      first = false;
+      out << comment(s.doc);
+      out << "# default: " << value_toml(fallback.values_.at(s.key));
+      if (!s.allowed.empty())
+        out << "; one of: " << join(s.allowed, ", ");
+      if (s.kind == setting_kind::integer || s.kind == setting_kind::real
+          || s.kind == setting_kind::int_list) {
+        if (const std::string range = range_text(s); !range.empty())
+          out << "; range:" << range;
+      }
+      out << "\n" << s.key.substr(s.key.rfind('.') + 1) << " = " << value_toml(values_.at(s.key))
+          << "\n";
+    }
+  }
+  return out.str();
+}
+
+} // namespace kbrl::config

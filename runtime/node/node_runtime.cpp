@@ -1,0 +1,290 @@
+#include "runtime/node/node_runtime.hpp"
+
+#include "actors/node.hpp"
+#include "messages/type_ids.hpp"
+#include "runtime/device/devices.hpp"
+#include "runtime/node/logging.hpp"
+#include "runtime/node/role_plan.hpp"
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <caf/openssl/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+namespace kbrl {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::atomic<int> received_signal{0};
+
+extern "C" void on_stop_signal(int sig) {
+  received_signal = sig;
+}
+
+std::string join(const std::vector<std::string>& xs, const char* sep = ", ") {
+  std::string out;
+  for (auto& x : xs)
+    out += (out.empty() ? "" : sep) + x;
+  return out;
+}
+
+/// Picks this node out of the manifest: --node, else the only node, else the only node with the
+/// requested roles.
+caf::expected<config::node_spec> pick_node(const config::cluster_manifest& m,
+                                           const node_launch& launch) {
+  std::vector<std::string> names;
+  for (auto& n : m.nodes)
+    names.push_back(n.name);
+  if (!launch.node_name.empty()) {
+    if (auto* n = m.find(launch.node_name))
+      return *n;
+    return make_error(errc::invalid_config, m.path + ": --node " + launch.node_name
+                                              + ": no such node (the manifest has "
+                                              + join(names) + ")");
+  }
+  if (m.nodes.size() == 1)
+    return m.nodes.front();
+  std::vector<const config::node_spec*> fitting;
+  for (auto& n : m.nodes) {
+    bool all = true;
+    for (auto& r : launch.roles)
+      all = all && n.has_role(r);
+    if (all)
+      fitting.push_back(&n);
+  }
+  if (fitting.size() == 1)
+    return *fitting.front();
+  return make_error(errc::invalid_config,
+                    m.path + ": " + std::to_string(fitting.size())
+                      + " nodes fit --role " + join(launch.roles, ",")
+                      + "; say which one this is with --node NAME (one of " + join(names) + ")");
+}
+
+caf::expected<void> write_file_atomically(const std::string& path, const std::string& text) {
+  auto tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text;
+    if (!out)
+      return make_error(errc::io_failure, "cannot write " + tmp);
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec)
+    return make_error(errc::io_failure, "cannot rename " + tmp + " to " + path + ": "
+                                          + ec.message());
+  return caf::unit;
+}
+
+caf::expected<void> prepare_run_dir(const node_plan& plan) {
+  std::error_code ec;
+  fs::create_directories(fs::path(plan.run_dir) / "logs", ec);
+  if (ec)
+    return make_error(errc::io_failure, "cannot create run directory " + plan.run_dir + ": "
+                                          + ec.message());
+  if (auto res = write_file_atomically(plan.run_dir + "/config.toml", plan.run.render()); !res)
+    return res;
+  return write_file_atomically(plan.run_dir + "/manifest.toml",
+                               config::render_manifest(plan.manifest));
+}
+
+node_settings make_node_settings(const node_plan& plan, caf::actor_system& sys) {
+  auto& m = plan.manifest;
+  auto& coord = m.coordinator_node();
+  node_settings s;
+  s.info.name = plan.self.name;
+  s.info.host = plan.self.host;
+  s.info.port = plan.self.port;
+  s.info.roles = expand_roles(plan.self.roles);
+  s.info.gpus.assign(plan.self.gpus.begin(), plan.self.gpus.end());
+  s.info.pid = static_cast<int32_t>(::getpid());
+  s.info.kbrl_version = KBRL_VERSION;
+  s.info.torch_version = torch_version();
+  s.info.devices = describe_devices(plan.self.gpus);
+  s.cluster = m.name;
+  s.coordinator = coord.name;
+  s.coordinator_host = coord.host;
+  s.coordinator_port = coord.port;
+  s.is_coordinator = coord.name == plan.self.name;
+  s.heartbeat_interval = std::chrono::milliseconds(
+    static_cast<int64_t>(m.heartbeat_interval_s * 1000));
+  s.node_timeout = std::chrono::milliseconds(static_cast<int64_t>(m.node_timeout_s * 1000));
+  s.status_interval = std::chrono::milliseconds(
+    static_cast<int64_t>(plan.run.get_real("node.status_interval_s") * 1000));
+  s.run_config_toml = plan.run.render();
+  s.run_dir = plan.run_dir;
+  s.connector = m.security.tls() ? sys.openssl_manager().actor_handle()
+                                 : sys.middleman().actor_handle();
+  return s;
+}
+
+caf::expected<uint16_t> publish_node(const node_plan& plan, const node_actor& handle) {
+  auto& sec = plan.manifest.security;
+  if (sec.tls())
+    return caf::openssl::publish(handle, plan.self.port, nullptr, false);
+  const char* bind = sec.allow_insecure ? nullptr : "127.0.0.1";
+  return handle.home_system().middleman().publish(handle, plan.self.port, bind, false);
+}
+
+/// Blocks until a stop signal, the stop time, or the node actor's end.
+void wait_for_stop(caf::actor_system& sys, const node_actor& handle, double stop_after_s) {
+  caf::scoped_actor self{sys};
+  self->monitor(handle);
+  auto deadline = std::chrono::steady_clock::now()
+                  + std::chrono::milliseconds(static_cast<int64_t>(stop_after_s * 1000));
+  bool sent_stop = false;
+  bool done = false;
+  while (!done) {
+    self->receive([&](caf::down_msg&) { done = true; },
+                  caf::after(std::chrono::milliseconds(100)) >> [&] {
+                    if (sent_stop)
+                      return;
+                    if (int sig = received_signal.load()) {
+                      spdlog::info("received {}, stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
+                    } else if (stop_after_s > 0 && std::chrono::steady_clock::now() >= deadline) {
+                      spdlog::info("node.stop_after_s = {} reached, stopping", stop_after_s);
+                    } else {
+                      return;
+                    }
+                    sent_stop = true;
+                    self->send(handle, stop_atom::value);
+                  });
+  }
+}
+
+} // namespace
+
+caf::expected<node_plan> plan_node(const node_launch& launch) {
+  node_plan plan;
+  for (auto& r : launch.roles) {
+    auto& known = config::known_roles();
+    if (std::find(known.begin(), known.end(), r) == known.end())
+      return make_error(errc::invalid_config, "--role " + r + ": expected one of "
+                                                + join(known));
+  }
+  if (launch.roles.empty())
+    return make_error(errc::invalid_config, "--role is required (one of "
+                                              + join(config::known_roles()) + ")");
+  if (launch.manifest_path.empty()) {
+    if (launch.port == 0)
+      return make_error(errc::invalid_config, "--port: expected a port from 1 to 65535");
+    plan.manifest = config::single_node_manifest(launch.port, launch.gpus);
+    plan.manifest.nodes.front().roles = launch.roles;
+    plan.self = plan.manifest.nodes.front();
+  } else {
+    auto m = config::load_manifest(launch.manifest_path);
+    if (!m)
+      return std::move(m.error());
+    plan.manifest = std::move(*m);
+    auto self = pick_node(plan.manifest, launch);
+    if (!self)
+      return std::move(self.error());
+    plan.self = std::move(*self);
+    for (auto& r : launch.roles)
+      if (!plan.self.has_role(r))
+        return make_error(errc::invalid_config,
+                          launch.manifest_path + ": --role " + r + ": node " + plan.self.name
+                            + " is declared with roles [" + join(plan.self.roles)
+                            + "] in the manifest");
+    plan.self.roles = launch.roles;
+    if (launch.gpus_given) {
+      for (auto g : launch.gpus)
+        if (!plan.self.gpus.empty()
+            && std::find(plan.self.gpus.begin(), plan.self.gpus.end(), g) == plan.self.gpus.end())
+          return make_error(errc::invalid_config, launch.manifest_path + ": --gpu "
+                                                    + std::to_string(g) + ": node "
+                                                    + plan.self.name
+                                                    + " does not list that GPU in the manifest");
+      plan.self.gpus = launch.gpus;
+    }
+  }
+  std::sort(plan.self.gpus.begin(), plan.self.gpus.end());
+  if (std::adjacent_find(plan.self.gpus.begin(), plan.self.gpus.end()) != plan.self.gpus.end())
+    return make_error(errc::invalid_config, "--gpu: a GPU is listed twice");
+  if (auto ok = check_gpus(plan.self.gpus); !ok)
+    return std::move(ok.error());
+  if (!launch.config_path.empty()) {
+    auto cfg = config::run_config::load(launch.config_path);
+    if (!cfg)
+      return std::move(cfg.error());
+    plan.run = std::move(*cfg);
+  }
+  for (auto& o : launch.overrides)
+    if (auto err = plan.run.apply_override(o))
+      return err;
+  plan.run_dir = plan.run.get_string("run.dir") + "/" + plan.run.get_string("run.name");
+  return plan;
+}
+
+int run_node(const node_plan& plan_in) {
+  auto plan = plan_in;
+  if (auto ok = prepare_run_dir(plan); !ok) {
+    std::fprintf(stderr, "kbrl-node: %s\n", describe(ok.error()).c_str());
+    return 1;
+  }
+  log_options lo;
+  lo.logger_name = plan.self.name;
+  lo.file = plan.run_dir + "/logs/" + plan.self.name + ".log";
+  lo.level = plan.run.get_string("log.level");
+  lo.console = plan.run.get_bool("log.console");
+  lo.flush_s = plan.run.get_real("log.flush_s");
+  if (auto ok = setup_logging(lo); !ok) {
+    std::fprintf(stderr, "kbrl-node: %s\n", describe(ok.error()).c_str());
+    return 1;
+  }
+
+  auto& sec = plan.manifest.security;
+  caf::actor_system_config cfg;
+  register_message_types(cfg);
+  cfg.load<caf::io::middleman>();
+  if (sec.tls()) {
+    cfg.load<caf::openssl::manager>();
+    cfg.openssl_certificate = plan.self.certificate;
+    cfg.openssl_key = plan.self.key;
+    cfg.openssl_cafile = sec.ca_file;
+  }
+  caf::actor_system sys{cfg};
+
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+
+  auto settings = make_node_settings(plan, sys);
+  auto handle = sys.spawn(node, settings);
+  auto port = publish_node(plan, handle);
+  if (!port) {
+    spdlog::error("cannot listen on port {}: {}", plan.self.port, sys.render(port.error()));
+    caf::anon_send_exit(handle, caf::exit_reason::user_shutdown);
+    return 1;
+  }
+  spdlog::info("node {} of cluster {} listening on {}:{} ({}); roles {}; {}", plan.self.name,
+               plan.manifest.name, sec.tls() || sec.allow_insecure ? "0.0.0.0" : "127.0.0.1",
+               *port, sec.tls() ? "TLS, peers must present a certificate signed by the CA"
+                                : "no TLS",
+               join(expand_roles(plan.self.roles)), settings.info.devices);
+  {
+    caf::scoped_actor self{sys};
+    self->request(handle, std::chrono::seconds(10), status_atom::value, node_atom::value)
+      .receive(
+        [&](const node_status& st) {
+          std::vector<std::string> names;
+          for (auto& a : st.actors)
+            names.push_back(a.name);
+          spdlog::info("actors: {}", join(names));
+        },
+        [&](caf::error& err) { spdlog::warn("cannot list actors: {}", sys.render(err)); });
+  }
+  wait_for_stop(sys, handle, plan.run.get_real("node.stop_after_s"));
+  spdlog::info("node {} stopped cleanly", plan.self.name);
+  spdlog::default_logger()->flush();
+  return 0;
+}
+
+} // namespace kbrl

@@ -1,0 +1,44 @@
+#pragma once
+// Starting and stopping one kbrl-node process: pick this node out of the manifest, merge the run
+// config, prepare the run directory and logs, start the actor system (TLS when the manifest has
+// certificates), spawn and publish the node actor, and wait for SIGINT/SIGTERM or the configured
+// stop time. Everything that can be wrong in the inputs is checked before anything starts.
+
+#include "runtime/config/manifest.hpp"
+#include "runtime/config/settings.hpp"
+
+#include <caf/expected.hpp>
+
+#include <string>
+#include <vector>
+
+namespace kbrl {
+
+/// What the command line of kbrl-node says.
+struct node_launch {
+  std::vector<std::string> roles;     ///< --role (comma-separated allowed)
+  std::vector<int> gpus;              ///< --gpu N[,M]
+  bool gpus_given = false;
+  std::string manifest_path;          ///< --manifest; empty: a single node on loopback
+  std::string node_name;              ///< --node
+  uint16_t port = 4242;               ///< --port, only without a manifest
+  std::string config_path;            ///< --config
+  std::vector<std::string> overrides; ///< key.sub=value
+};
+
+/// A launch checked against manifest and config: everything needed to start.
+struct node_plan {
+  config::cluster_manifest manifest;
+  config::node_spec self;             ///< this node, roles and GPUs as launched
+  config::run_config run;
+  std::string run_dir;                ///< <run.dir>/<run.name>
+};
+
+/// Validates a launch: loads manifest and config, picks the node, checks roles and GPUs.
+/// Errors name the file, key or flag at fault; nothing has been started or written yet.
+caf::expected<node_plan> plan_node(const node_launch& launch);
+
+/// Runs the node until it is told to stop. Returns the process exit code (0 on a clean stop).
+int run_node(const node_plan& plan);
+
+} // namespace kbrl

@@ -1,0 +1,49 @@
+#include "runtime/node/role_plan.hpp"
+
+#include "runtime/config/manifest.hpp"
+
+#include <algorithm>
+
+namespace kbrl {
+
+std::vector<std::string> expand_roles(const std::vector<std::string>& roles) {
+  auto has = [&](const std::string& r) {
+    return std::find(roles.begin(), roles.end(), r) != roles.end()
+           || std::find(roles.begin(), roles.end(), "all") != roles.end();
+  };
+  std::vector<std::string> out;
+  for (auto& r : config::known_roles())
+    if (r != "all" && has(r))
+      out.push_back(r);
+  return out;
+}
+
+std::vector<planned_actor> plan_role_actors(const std::vector<std::string>& roles,
+                                            const std::vector<int>& gpus) {
+  auto expanded = expand_roles(roles);
+  auto has = [&](const char* r) {
+    return std::find(expanded.begin(), expanded.end(), r) != expanded.end();
+  };
+  std::vector<planned_actor> plan;
+  if (has("learner")) {
+    plan.push_back({"learner", -1, gpus.empty() ? -1 : gpus.front()});
+    plan.push_back({"metrics", -1, -1});
+  }
+  auto per_gpu = [&](const char* role) {
+    if (gpus.empty()) {
+      plan.push_back({role, 0, -1});
+      return;
+    }
+    for (size_t i = 0; i < gpus.size(); ++i)
+      plan.push_back({role, static_cast<int>(i), gpus[i]});
+  };
+  if (has("sampler"))
+    per_gpu("sampler");
+  if (has("evaluator")) {
+    plan.push_back({"evaluator-supervisor", -1, -1});
+    per_gpu("evaluator");
+  }
+  return plan;
+}
+
+} // namespace kbrl

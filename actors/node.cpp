@@ -234,6 +234,15 @@ node_actor::behavior_type node(node_pointer self, node_settings settings) {
   }
   auto roles = spawn_role_actors(self);
   st.children.insert(st.children.end(), roles.begin(), roles.end());
+  // Children are monitored, not linked (a crashing role actor must not take the node down), so
+  // they are stopped explicitly when the node actor ends for any reason.
+  std::vector<caf::actor> kids;
+  for (auto& c : st.children)
+    kids.push_back(c.handle);
+  self->attach_functor([kids](const caf::error&) {
+    for (auto& k : kids)
+      caf::anon_send_exit(k, caf::exit_reason::user_shutdown);
+  });
 
   self->set_down_handler([self](const caf::down_msg& msg) {
     auto& st = self->state;

@@ -128,10 +128,12 @@ node_settings make_node_settings(const node_plan& plan, caf::actor_system& sys) 
 
 caf::expected<uint16_t> publish_node(const node_plan& plan, const node_actor& handle) {
   auto& sec = plan.manifest.security;
+  // reuse = SO_REUSEADDR: a restarted node can listen again while connections of its previous
+  // life linger in TIME_WAIT; a second live listener on the same port is still refused.
   if (sec.tls())
-    return caf::openssl::publish(handle, plan.self.port, nullptr, false);
+    return caf::openssl::publish(handle, plan.self.port, nullptr, true);
   const char* bind = sec.allow_insecure ? nullptr : "127.0.0.1";
-  return handle.home_system().middleman().publish(handle, plan.self.port, bind, false);
+  return handle.home_system().middleman().publish(handle, plan.self.port, bind, true);
 }
 
 /// Blocks until a stop signal, the stop time, or the node actor's end.
@@ -260,7 +262,8 @@ int run_node(const node_plan& plan_in) {
   auto handle = sys.spawn(node, settings);
   auto port = publish_node(plan, handle);
   if (!port) {
-    spdlog::error("cannot listen on port {}: {}", plan.self.port, sys.render(port.error()));
+    spdlog::error("cannot listen on port {} (is another process using it?): {}", plan.self.port,
+                  sys.render(port.error()));
     caf::anon_send_exit(handle, caf::exit_reason::user_shutdown);
     return 1;
   }

@@ -62,6 +62,10 @@ caf::expected<config::node_spec> pick_node(const config::cluster_manifest& m,
   }
   if (fitting.size() == 1)
     return *fitting.front();
+  if (fitting.empty())
+    return make_error(errc::invalid_config, m.path + ": no node has the roles --role "
+                                              + join(launch.roles, ",") + " (nodes: "
+                                              + join(names) + ")");
   return make_error(errc::invalid_config,
                     m.path + ": " + std::to_string(fitting.size())
                       + " nodes fit --role " + join(launch.roles, ",")
@@ -198,9 +202,10 @@ caf::expected<node_plan> plan_node(const node_launch& launch) {
                             + "] in the manifest");
     plan.self.roles = launch.roles;
     if (launch.gpus_given) {
+      // A node without `gpus` in the manifest has no GPU ("Default: [] (no GPU)"): it may not
+      // take one, which could belong to another node of its host.
       for (auto g : launch.gpus)
-        if (!plan.self.gpus.empty()
-            && std::find(plan.self.gpus.begin(), plan.self.gpus.end(), g) == plan.self.gpus.end())
+        if (std::find(plan.self.gpus.begin(), plan.self.gpus.end(), g) == plan.self.gpus.end())
           return make_error(errc::invalid_config, launch.manifest_path + ": --gpu "
                                                     + std::to_string(g) + ": node "
                                                     + plan.self.name
@@ -212,7 +217,7 @@ caf::expected<node_plan> plan_node(const node_launch& launch) {
   if (std::adjacent_find(plan.self.gpus.begin(), plan.self.gpus.end()) != plan.self.gpus.end())
     return make_error(errc::invalid_config, "--gpu: a GPU is listed twice");
   if (auto ok = check_gpus(plan.self.gpus); !ok)
-    return std::move(ok.error());
+    return ok.error();
   if (!launch.config_path.empty()) {
     auto cfg = config::run_config::load(launch.config_path);
     if (!cfg)

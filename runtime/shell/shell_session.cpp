@@ -91,9 +91,9 @@ std::string format_table(const std::vector<std::string>& header,
   std::string out;
   auto line = [&](const std::vector<std::string>& cells) {
     std::string l;
-    for (size_t i = 0; i < cells.size(); ++i) {
+    for (size_t i = 0; i < cells.size() && i < width.size(); ++i) {
       l += cells[i];
-      if (i + 1 < cells.size())
+      if (i + 1 < cells.size() && i + 1 < width.size())
         l += std::string(width[i] - cells[i].size() + 2, ' ');
     }
     out += l + "\n";

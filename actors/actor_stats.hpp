@@ -2,6 +2,7 @@
 // Bookkeeping every kbrl actor keeps for its status answer: identity, counters, last error.
 
 #include "messages/data.hpp"
+#include "messages/errors.hpp"
 #include "runtime/node/clock.hpp"
 
 #include <string>
@@ -31,6 +32,11 @@ struct actor_stats {
                         std::move(details), std::move(commands)};
   }
 };
+
+/// The answer of an actor that has no control verbs to a `control` request.
+inline caf::error no_control_verbs(const std::string& actor, const std::string& verb) {
+  return make_error(errc::not_supported, actor + " accepts no control verbs, got '" + verb + "'");
+}
 
 /// Full actor name: "head/learner", "gpu1/evaluator.0".
 inline std::string actor_name(const std::string& node, const std::string& role, int index = -1) {

@@ -92,8 +92,7 @@ membership_actor::behavior_type membership(membership_pointer self, membership_s
     [self](control_atom, const std::string& verb,
            const std::vector<std::string>&) -> caf::result<std::string> {
       self->state.stats.count();
-      return make_error(errc::not_supported, "membership accepts no control verbs, got '" + verb
-                                               + "'");
+      return no_control_verbs(self->state.stats.name, verb);
     },
     [self](register_atom, node_info info, caf::actor node) -> membership_view {
       auto& st = self->state;

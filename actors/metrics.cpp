@@ -45,8 +45,7 @@ metrics_actor::behavior_type metrics_sink(metrics_pointer self, actor_stats stat
     [self](control_atom, const std::string& verb,
            const std::vector<std::string>&) -> caf::result<std::string> {
       self->state.stats.count();
-      return make_error(errc::not_supported, "metrics accepts no control verbs, got '" + verb
-                                               + "'");
+      return no_control_verbs(self->state.stats.name, verb);
     },
     [self](metrics_atom, const std::vector<metric_record>& batch) {
       auto& st = self->state;

@@ -3,6 +3,7 @@
 #include "actors/membership.hpp"
 #include "actors/metrics.hpp"
 #include "actors/role_slot.hpp"
+#include "runtime/io/text.hpp"
 #include "runtime/node/membership_table.hpp"
 #include "runtime/node/role_plan.hpp"
 
@@ -20,13 +21,6 @@ using std::chrono::milliseconds;
 
 constexpr auto request_timeout = std::chrono::seconds(5);
 constexpr auto leave_timeout = std::chrono::seconds(2);
-
-std::string join_list(const std::vector<std::string>& xs, const char* sep = ", ") {
-  std::string out;
-  for (auto& x : xs)
-    out += (out.empty() ? "" : sep) + x;
-  return out;
-}
 
 std::string coordinator_endpoint(const node_settings& s) {
   return s.coordinator + " at " + s.coordinator_host + ":" + std::to_string(s.coordinator_port);
@@ -160,8 +154,8 @@ actor_status own_status(node_pointer self) {
   return st.stats.snapshot(
     state, self->mailbox().size(),
     {{"address", s.info.host + ":" + std::to_string(s.info.port)},
-     {"roles", join_list(s.info.roles)},
-     {"gpus", gpus.empty() ? "none" : join_list(gpus)},
+     {"roles", join(s.info.roles)},
+     {"gpus", gpus.empty() ? "none" : join(gpus)},
      {"devices", s.info.devices},
      {"coordinator", coordinator_endpoint(s)},
      {"actors", std::to_string(st.children.size() + 1)},
@@ -185,7 +179,7 @@ caf::error unknown_local_actor(node_pointer self, const std::string& name) {
     names.push_back(c.name);
   return make_error(errc::unknown_actor, "node " + self->state.settings.info.name
                                            + " has no actor '" + name + "' (it has "
-                                           + join_list(names) + ")");
+                                           + join(names) + ")");
 }
 
 caf::error not_joined(node_pointer self) {
@@ -279,8 +273,7 @@ node_actor::behavior_type node(node_pointer self, node_settings settings) {
     [self](control_atom, const std::string& verb,
            const std::vector<std::string>&) -> caf::result<std::string> {
       self->state.stats.count();
-      return make_error(errc::not_supported, "a node accepts no control verbs, got '" + verb
-                                               + "'");
+      return no_control_verbs(self->state.stats.name, verb);
     },
     [self](status_atom, node_atom) -> caf::result<node_status> {
       auto& st = self->state;
@@ -335,8 +328,7 @@ node_actor::behavior_type node(node_pointer self, node_settings settings) {
            const std::vector<std::string>& args) -> caf::result<std::string> {
       self->state.stats.count();
       if (name == self->state.stats.name)
-        return make_error(errc::not_supported, "a node accepts no control verbs, got '" + verb
-                                                 + "'");
+        return no_control_verbs(self->state.stats.name, verb);
       if (auto child = find_child(self, name))
         return self->delegate(caf::actor_cast<status_actor>(child), control_atom::value, verb,
                               args);

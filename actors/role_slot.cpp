@@ -18,8 +18,7 @@ status_actor::behavior_type role_slot(role_slot_pointer self, actor_stats stats,
     [self](control_atom, const std::string& verb,
            const std::vector<std::string>&) -> caf::result<std::string> {
       self->state.stats.count();
-      return make_error(errc::not_supported,
-                        self->state.stats.name + " accepts no control verbs, got '" + verb + "'");
+      return no_control_verbs(self->state.stats.name, verb);
     },
   };
 }

@@ -2,6 +2,8 @@
 // Helpers for tests that run real kbrl-node / kbrl-shell processes on loopback: free ports,
 // child processes with their output in files, bounded polling. Every wait has a deadline.
 
+#include "test_support.hpp"
+
 #include <simdjson.h>
 
 #include <chrono>
@@ -38,20 +40,6 @@ inline uint16_t free_port() {
   ::close(fd);
   return ntohs(addr.sin_port);
 }
-
-/// A fresh directory under /tmp, removed by the destructor.
-struct temp_dir {
-  std::filesystem::path path;
-  temp_dir() {
-    char tmpl[] = "/tmp/kbrl-test-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
 
 inline std::string read_file(const std::string& path) {
   std::ifstream in(path);

@@ -28,7 +28,7 @@ struct cluster_fixture {
   void write_plain_manifest(const std::vector<std::tuple<std::string, std::string, std::string>>&
                               nodes /* name, roles, gpus */) {
     std::string text = "[cluster]\nname = \"test\"\ncoordinator = \"head\"\n"
-                       "heartbeat_interval_s = 0.2\nnode_timeout_s = 1.5\n\n";
+                       "heartbeat_interval_s = 0.2\nnode_timeout_s = 3.0\n\n";
     for (auto& [name, roles, gpus] : nodes) {
       ports[name] = free_port();
       text += "[[node]]\nname = \"" + name + "\"\nhost = \"127.0.0.1\"\nport = "
@@ -253,7 +253,7 @@ BOOST_AUTO_TEST_CASE(tls_refuses_peers_without_a_valid_certificate) {
              + cdir + "/" + name + ".pem\"\nkey = \"" + cdir + "/" + name + ".key\"\n\n";
     };
     return "[cluster]\nname = \"tls\"\ncoordinator = \"head\"\nheartbeat_interval_s = 0.2\n"
-           "node_timeout_s = 1.5\n\n[security]\nca_file = \""
+           "node_timeout_s = 3.0\n\n[security]\nca_file = \""
            + ca_dir + "/ca.pem\"\n\n[shell]\ncertificate = \"" + ca_dir
            + "/shell.pem\"\nkey = \"" + ca_dir + "/shell.key\"\n\n" + node("head", "learner", certs)
            + node("n1", "evaluator", certs) + node("n2", "sampler", n2_dir);

@@ -4,6 +4,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "messages/errors.hpp"
+#include "test_support.hpp"
 #include "runtime/config/manifest.hpp"
 
 #include <caf/atom.hpp>
@@ -15,36 +16,10 @@
 
 namespace fs = std::filesystem;
 using namespace kbrl::config;
+using kbrl::test::temp_dir;
+using kbrl::test::why;
 
 namespace {
-
-/// A fresh directory under /tmp, removed with everything in it at the end of the test.
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    std::string pattern = (fs::temp_directory_path() / "kbrl-manifest-XXXXXX").string();
-    BOOST_REQUIRE(mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  /// Writes `text` to `name` (relative to the directory, parents created); returns its path.
-  std::string write(const std::string& name, const std::string& text) const {
-    const fs::path file = path / name;
-    fs::create_directories(file.parent_path());
-    std::ofstream(file) << text;
-    return file.string();
-  }
-};
-
-/// Why `x` failed, for a check's message ("" if it holds a value: Boost.Test builds messages even
-/// when the check passes).
-template <class T>
-std::string why(const caf::expected<T>& x) {
-  return x ? std::string{} : kbrl::describe(x.error());
-}
 
 /// The text of an invalid_config error (without the "invalid_config: " prefix).
 std::string error_text(const caf::error& err) {

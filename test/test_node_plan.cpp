@@ -4,6 +4,8 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include "test_support.hpp"
+
 #include "messages/errors.hpp"
 #include "runtime/device/devices.hpp"
 #include "runtime/node/node_runtime.hpp"
@@ -19,34 +21,11 @@
 
 namespace fs = std::filesystem;
 using namespace kbrl;
+using kbrl::test::temp_dir;
+using kbrl::test::why;
 
 namespace {
 
-/// A fresh directory under /tmp, removed with everything in it at the end of the test.
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    std::string pattern = (fs::temp_directory_path() / "kbrl-node-plan-XXXXXX").string();
-    BOOST_REQUIRE(mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  /// Writes `text` to `name` (relative to the directory); returns its path.
-  std::string write(const std::string& name, const std::string& text) const {
-    const fs::path file = path / name;
-    fs::create_directories(file.parent_path());
-    std::ofstream(file) << text;
-    return file.string();
-  }
-};
-
-template <class T>
-std::string why(const caf::expected<T>& x) {
-  return x ? std::string{} : describe(x.error());
-}
 
 /// The text of the invalid_config error of a launch that must be refused.
 std::string plan_error(const node_launch& launch) {

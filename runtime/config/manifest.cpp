@@ -1,5 +1,8 @@
 #include "runtime/config/manifest.hpp"
 
+#include "runtime/config/toml_util.hpp"
+#include "runtime/io/text.hpp"
+
 #include "runtime/config/config_error.hpp"
 
 #include <toml++/toml.h>
@@ -27,37 +30,6 @@ namespace fs = std::filesystem;
 
 const char* const port_expected = "expected an integer from 1 to 65535";
 const char* const name_expected = "expected a name made of letters, digits, '_', '.' and '-'";
-
-int line_of(const toml::node& n) {
-  return static_cast<int>(n.source().begin.line);
-}
-
-int line_of(const toml::key& k) {
-  return static_cast<int>(k.source().begin.line);
-}
-
-/// A value as shown after "got" in an error: TOML literals for scalars, words for the rest.
-std::string got(const toml::node& n) {
-  switch (n.type()) {
-    case toml::node_type::string: return toml_quote(n.as_string()->get());
-    case toml::node_type::integer: return std::to_string(n.as_integer()->get());
-    case toml::node_type::floating_point: return toml_real(n.as_floating_point()->get());
-    case toml::node_type::boolean: return n.as_boolean()->get() ? "true" : "false";
-    case toml::node_type::array: return "an array";
-    case toml::node_type::table: return "a table";
-    default: return "a date or time";
-  }
-}
-
-std::string join(const std::vector<std::string>& items, const char* separator) {
-  std::string out;
-  for (const auto& item : items) {
-    if (!out.empty())
-      out += separator;
-    out += item;
-  }
-  return out;
-}
 
 bool is_valid_node_name(const std::string& name) {
   return !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {

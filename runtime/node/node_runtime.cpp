@@ -3,6 +3,7 @@
 #include "actors/node.hpp"
 #include "messages/type_ids.hpp"
 #include "runtime/device/devices.hpp"
+#include "runtime/io/text.hpp"
 #include "runtime/node/logging.hpp"
 #include "runtime/node/role_plan.hpp"
 
@@ -27,13 +28,6 @@ std::atomic<int> received_signal{0};
 
 extern "C" void on_stop_signal(int sig) {
   received_signal = sig;
-}
-
-std::string join(const std::vector<std::string>& xs, const char* sep = ", ") {
-  std::string out;
-  for (auto& x : xs)
-    out += (out.empty() ? "" : sep) + x;
-  return out;
 }
 
 /// Picks this node out of the manifest: --node, else the only node, else the only node with the

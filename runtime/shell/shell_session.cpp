@@ -1,6 +1,7 @@
 #include "runtime/shell/shell_session.hpp"
 
 #include "runtime/io/json_writer.hpp"
+#include "runtime/io/text.hpp"
 #include "runtime/node/clock.hpp"
 
 #include <caf/scoped_actor.hpp>
@@ -14,18 +15,11 @@ namespace kbrl {
 
 namespace {
 
-std::string join(const std::vector<std::string>& xs, const char* sep = ",") {
-  std::string out;
-  for (auto& x : xs)
-    out += (out.empty() ? "" : sep) + x;
-  return out;
-}
-
 std::string gpus_text(const std::vector<int32_t>& gpus) {
   std::vector<std::string> xs;
   for (auto g : gpus)
     xs.push_back(std::to_string(g));
-  return xs.empty() ? "-" : join(xs);
+  return xs.empty() ? "-" : join(xs, ",");
 }
 
 bool node_matches(const node_record& rec, const std::string& filter) {
@@ -115,7 +109,7 @@ std::string render_nodes(const membership_view& view, int64_t now_ms) {
     else
       note = n.down_reason;
     rows.push_back({n.info.name + (n.info.name == view.coordinator ? " *" : ""),
-                    to_string(n.state), join(n.info.roles), gpus_text(n.info.gpus),
+                    to_string(n.state), join(n.info.roles, ","), gpus_text(n.info.gpus),
                     n.info.host + ":" + std::to_string(n.info.port),
                     std::to_string(n.incarnation), since, note});
   }

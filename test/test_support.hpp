@@ -1,0 +1,54 @@
+#pragma once
+// Shared helpers for the test suites: a temporary directory and the text of a failed expected.
+
+#include "messages/errors.hpp"
+
+#include <caf/expected.hpp>
+
+#include <boost/test/unit_test.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace kbrl::test {
+
+/// A fresh directory under the system's temp directory, removed with everything in it when the
+/// test ends.
+struct temp_dir {
+  std::filesystem::path path;
+
+  temp_dir() {
+    std::string pattern =
+      (std::filesystem::temp_directory_path() / "kbrl-test-XXXXXX").string();
+    BOOST_REQUIRE(::mkdtemp(pattern.data()) != nullptr);
+    path = pattern;
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  temp_dir(const temp_dir&) = delete;
+  temp_dir& operator=(const temp_dir&) = delete;
+
+  /// The path of `name` inside the directory.
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+
+  /// Writes `text` to `name` (relative to the directory, parents created); returns its path.
+  std::string write(const std::string& name, const std::string& text) const {
+    const auto file = path / name;
+    std::filesystem::create_directories(file.parent_path());
+    std::ofstream(file) << text;
+    return file.string();
+  }
+};
+
+/// Why `x` failed, for a check's message ("" if it holds a value). Boost.Test builds messages
+/// even when the check passes, so this must not touch error() of a value.
+template <class T>
+std::string why(const caf::expected<T>& x) {
+  return x ? std::string{} : describe(x.error());
+}
+
+} // namespace kbrl::test

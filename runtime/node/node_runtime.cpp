@@ -134,16 +134,20 @@ caf::expected<uint16_t> publish_node(const node_plan& plan, const node_actor& ha
   return handle.home_system().middleman().publish(handle, plan.self.port, bind, true);
 }
 
-/// Blocks until a stop signal, the stop time, or the node actor's end.
-void wait_for_stop(caf::actor_system& sys, const node_actor& handle, double stop_after_s) {
+/// Blocks until a stop signal, the stop time, or the node actor's end; returns why it ended.
+caf::error wait_for_stop(caf::actor_system& sys, const node_actor& handle, double stop_after_s) {
   caf::scoped_actor self{sys};
   self->monitor(handle);
   auto deadline = std::chrono::steady_clock::now()
                   + std::chrono::milliseconds(static_cast<int64_t>(stop_after_s * 1000));
   bool sent_stop = false;
   bool done = false;
+  caf::error reason;
   while (!done) {
-    self->receive([&](caf::down_msg&) { done = true; },
+    self->receive([&](caf::down_msg& msg) {
+                    done = true;
+                    reason = std::move(msg.reason);
+                  },
                   caf::after(std::chrono::milliseconds(100)) >> [&] {
                     if (sent_stop)
                       return;
@@ -158,6 +162,7 @@ void wait_for_stop(caf::actor_system& sys, const node_actor& handle, double stop
                     self->send(handle, stop_atom::value);
                   });
   }
+  return reason;
 }
 
 } // namespace
@@ -283,7 +288,12 @@ int run_node(const node_plan& plan_in) {
         },
         [&](caf::error& err) { spdlog::warn("cannot list actors: {}", sys.render(err)); });
   }
-  wait_for_stop(sys, handle, plan.run.get_real("node.stop_after_s"));
+  auto reason = wait_for_stop(sys, handle, plan.run.get_real("node.stop_after_s"));
+  if (reason && reason != caf::exit_reason::normal && reason != caf::exit_reason::user_shutdown) {
+    spdlog::error("node {} failed: {}", plan.self.name, sys.render(reason));
+    spdlog::default_logger()->flush();
+    return 1;
+  }
   spdlog::info("node {} stopped cleanly", plan.self.name);
   spdlog::default_logger()->flush();
   return 0;

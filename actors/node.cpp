@@ -26,12 +26,24 @@ std::string coordinator_endpoint(const node_settings& s) {
   return s.coordinator + " at " + s.coordinator_host + ":" + std::to_string(s.coordinator_port);
 }
 
+/// The engine options of the evaluator on `gpu`: its own scratch directory, the node's shared
+/// build cache.
+eval::engine_options evaluator_engine(const node_settings& s, const std::string& name, int gpu) {
+  auto opts = s.eval_engine;
+  auto dir_name = name.substr(name.find('/') + 1);
+  opts.worker.scratch_dir = s.run_dir + "/eval/" + dir_name;
+  opts.worker.extensions_dir = s.run_dir + "/eval/extensions";
+  opts.worker.gpu = gpu;
+  return opts;
+}
+
 /// Spawns the actors of this node's roles and GPUs; returns their entries.
 std::vector<actor_entry> spawn_role_actors(node_pointer self) {
   auto& s = self->state.settings;
   std::vector<actor_entry> out;
   std::vector<int> gpus(s.info.gpus.begin(), s.info.gpus.end());
-  for (auto& planned : plan_role_actors(s.info.roles, gpus)) {
+  auto plan = plan_role_actors(s.info.roles, gpus);
+  for (auto& planned : plan) {
     actor_stats stats;
     stats.node = s.info.name;
     stats.role = planned.role;
@@ -40,6 +52,27 @@ std::vector<actor_entry> spawn_role_actors(node_pointer self) {
     if (planned.role == "metrics") {
       handle = caf::actor_cast<caf::actor>(
         self->spawn(metrics_sink, stats, s.run_dir + "/metrics.jsonl"));
+    } else if (planned.role == "evaluator-supervisor") {
+      std::vector<evaluator_slot> slots;
+      for (auto& p : plan)
+        if (p.role == "evaluator") {
+          evaluator_slot slot;
+          slot.name = actor_name(s.info.name, "evaluator", p.index);
+          slot.gpu = p.gpu;
+          slot.engine = evaluator_engine(s, slot.name, p.gpu);
+          slots.push_back(std::move(slot));
+        }
+      auto sup = self->spawn(evaluator_supervisor, stats, s.eval_supervision, slots);
+      handle = caf::actor_cast<caf::actor>(sup);
+      self->monitor(handle);
+      out.push_back({stats.name, planned.role, handle});
+      for (auto& slot : slots) {
+        out.push_back({slot.name, "evaluator", handle});
+        self->state.owned_by_handle.insert(slot.name);
+      }
+      continue;
+    } else if (planned.role == "evaluator") {
+      continue; // spawned and owned by the supervisor above
     } else {
       std::vector<status_detail> details{
         {"device", planned.gpu < 0 ? "cpu" : "cuda:" + std::to_string(planned.gpu)}};
@@ -203,7 +236,8 @@ caf::result<Answer> relay(node_pointer self, Ts&&... xs) {
 
 void stop_children(node_pointer self) {
   for (auto& c : self->state.children)
-    self->send_exit(c.handle, caf::exit_reason::user_shutdown);
+    if (self->state.owned_by_handle.count(c.name) == 0)
+      self->send_exit(c.handle, caf::exit_reason::user_shutdown);
 }
 
 } // namespace
@@ -232,7 +266,8 @@ node_actor::behavior_type node(node_pointer self, node_settings settings) {
   // they are stopped explicitly when the node actor ends for any reason.
   std::vector<caf::actor> kids;
   for (auto& c : st.children)
-    kids.push_back(c.handle);
+    if (st.owned_by_handle.count(c.name) == 0)
+      kids.push_back(c.handle);
   self->attach_functor([kids](const caf::error&) {
     for (auto& k : kids)
       caf::anon_send_exit(k, caf::exit_reason::user_shutdown);
@@ -295,22 +330,28 @@ node_actor::behavior_type node(node_pointer self, node_settings settings) {
           if (--*pending == 0)
             rp.deliver(std::move(*result));
         };
-        self->request(caf::actor_cast<status_actor>(c.handle), request_timeout, status_atom::value)
-          .then(
-            [result, finish](actor_status& s) mutable {
-              result->actors.push_back(std::move(s));
-              finish();
-            },
-            [self, result, finish, name, role](caf::error& err) mutable {
-              actor_status s;
-              s.name = name;
-              s.role = role;
-              s.node = self->state.settings.info.name;
-              s.state = "not answering";
-              s.last_error = self->system().render(err);
-              result->actors.push_back(std::move(s));
-              finish();
-            });
+        auto on_status = [result, finish](actor_status& s) mutable {
+          result->actors.push_back(std::move(s));
+          finish();
+        };
+        auto on_error = [self, result, finish, name, role](caf::error& err) mutable {
+          actor_status s;
+          s.name = name;
+          s.role = role;
+          s.node = self->state.settings.info.name;
+          s.state = "not answering";
+          s.last_error = self->system().render(err);
+          result->actors.push_back(std::move(s));
+          finish();
+        };
+        if (self->state.owned_by_handle.count(c.name) > 0)
+          self->request(caf::actor_cast<evaluator_supervisor_actor>(c.handle), request_timeout,
+                        status_atom::value, c.name)
+            .then(on_status, on_error);
+        else
+          self->request(caf::actor_cast<status_actor>(c.handle), request_timeout,
+                        status_atom::value)
+            .then(on_status, on_error);
       }
       return rp;
     },
@@ -318,8 +359,12 @@ node_actor::behavior_type node(node_pointer self, node_settings settings) {
       self->state.stats.count();
       if (name == self->state.stats.name)
         return own_status(self);
-      if (auto child = find_child(self, name))
+      if (auto child = find_child(self, name)) {
+        if (self->state.owned_by_handle.count(name) > 0)
+          return self->delegate(caf::actor_cast<evaluator_supervisor_actor>(child),
+                                status_atom::value, name);
         return self->delegate(caf::actor_cast<status_actor>(child), status_atom::value);
+      }
       if (node_of_actor(name) == self->state.settings.info.name)
         return unknown_local_actor(self, name);
       return relay<actor_status>(self, status_atom::value, name);
@@ -329,9 +374,13 @@ node_actor::behavior_type node(node_pointer self, node_settings settings) {
       self->state.stats.count();
       if (name == self->state.stats.name)
         return no_control_verbs(self->state.stats.name, verb);
-      if (auto child = find_child(self, name))
+      if (auto child = find_child(self, name)) {
+        if (self->state.owned_by_handle.count(name) > 0)
+          return self->delegate(caf::actor_cast<evaluator_supervisor_actor>(child),
+                                control_atom::value, name, verb, args);
         return self->delegate(caf::actor_cast<status_actor>(child), control_atom::value, verb,
                               args);
+      }
       if (node_of_actor(name) == self->state.settings.info.name)
         return unknown_local_actor(self, name);
       return relay<std::string>(self, control_atom::value, name, verb, args);

@@ -16,12 +16,14 @@
 // connection drops, and every node re-registers without restarting.
 
 #include "actors/actor_stats.hpp"
+#include "actors/evaluator_supervisor.hpp"
 #include "messages/type_ids.hpp"
 
 #include <caf/io/middleman_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
 #include <chrono>
+#include <set>
 
 namespace kbrl {
 
@@ -39,6 +41,8 @@ struct node_settings {
   std::string run_config_toml;     ///< answered to `config`
   std::string run_dir;             ///< metrics.jsonl goes here
   caf::io::middleman_actor connector; ///< plain or TLS middleman, for connecting to the coordinator
+  eval::engine_options eval_engine;   ///< template for each evaluator (scratch dirs filled per GPU)
+  supervisor_settings eval_supervision;
 };
 
 struct node_actor_state {
@@ -46,6 +50,9 @@ struct node_actor_state {
   node_settings settings;
   actor_stats stats;
   std::vector<actor_entry> children; ///< role actors (and membership on the coordinator)
+  /// Children whose handle is their owner's (evaluators live under the supervisor, which
+  /// restarts them under the same name): status and control go to the owner with the name.
+  std::set<std::string> owned_by_handle;
   membership_actor membership;
   bool joined = false;
   bool join_pending = false;

@@ -134,7 +134,15 @@ using evaluator_supervisor_actor = caf::typed_actor<
   /// As evaluator_actor; fails with errc::busy when the bounded queue is full.
   caf::replies_to<evaluate_atom, eval_request>::with<eval_result>,
   /// The status of each evaluator it owns (restarts, last errors).
-  caf::replies_to<status_atom, actors_atom>::with<std::vector<actor_status>>>;
+  caf::replies_to<status_atom, actors_atom>::with<std::vector<actor_status>>,
+  /// The status of one evaluator it owns, by full name (evaluators are restarted under the same
+  /// name, so the node routes their names here); fails with errc::unknown_actor.
+  caf::replies_to<status_atom, std::string>::with<actor_status>,
+  /// A control verb for one evaluator it owns ("restart"), by full name.
+  caf::replies_to<control_atom, std::string, std::string, std::vector<std::string>>::with<
+    std::string>,
+  /// Self-sent when a degraded evaluator's back-off has passed: try to start it again.
+  caf::reacts_to<start_atom, std::string>>;
 
 /// Trains the policy from scored trajectories and publishes new versions.
 using learner_actor = caf::typed_actor<

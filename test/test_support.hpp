@@ -24,6 +24,10 @@ struct temp_dir {
       (std::filesystem::temp_directory_path() / "kbrl-test-XXXXXX").string();
     BOOST_REQUIRE(::mkdtemp(pattern.data()) != nullptr);
     path = pattern;
+    // Searchable by others: evaluation workers started by root run as nobody and need to reach
+    // their scratch folders inside it.
+    std::filesystem::permissions(path, std::filesystem::perms::others_exec,
+                                 std::filesystem::perm_options::add);
   }
   ~temp_dir() {
     std::error_code ec;

@@ -11,7 +11,7 @@ packages=(
   libbenchmark-dev
   libtorch-dev python3-torch      # libtorch 1.13 (CPU) and the matching Python for the worker
   libopenblas0-pthread            # without it libtorch matmuls are ~20x slower on CPU
-  python3-numpy
+  python3-numpy pybind11-dev      # load_inline builds need pybind11 headers (Debian torch lacks them)
 )
 
 missing=()

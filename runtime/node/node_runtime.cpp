@@ -94,6 +94,10 @@ caf::expected<void> prepare_run_dir(const node_plan& plan) {
                                config::render_manifest(plan.manifest));
 }
 
+std::chrono::milliseconds seconds_setting(const config::run_config& run, const std::string& key) {
+  return std::chrono::milliseconds(static_cast<int64_t>(run.get_real(key) * 1000));
+}
+
 node_settings make_node_settings(const node_plan& plan, caf::actor_system& sys) {
   auto& m = plan.manifest;
   auto& coord = m.coordinator_node();
@@ -121,6 +125,8 @@ node_settings make_node_settings(const node_plan& plan, caf::actor_system& sys) 
   s.run_dir = plan.run_dir;
   s.connector = m.security.tls() ? sys.openssl_manager().actor_handle()
                                  : sys.middleman().actor_handle();
+  s.eval_engine = evaluation_engine_options(plan.run);
+  s.eval_supervision = evaluation_supervision(plan.run);
   return s;
 }
 
@@ -166,6 +172,45 @@ caf::error wait_for_stop(caf::actor_system& sys, const node_actor& handle, doubl
 }
 
 } // namespace
+
+std::string default_worker_script() {
+  // Installed or build-tree layouts first (tools/ next to the executable's parent), then the
+  // source tree this binary was built from.
+  std::error_code ec;
+  auto exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec)
+    for (auto dir : {exe.parent_path().parent_path() / "tools",
+                     exe.parent_path().parent_path() / "share/kbrl/tools"})
+      if (fs::exists(dir / "kbrl_eval_worker.py"))
+        return (dir / "kbrl_eval_worker.py").string();
+  return std::string(KBRL_SOURCE_DIR) + "/tools/kbrl_eval_worker.py";
+}
+
+eval::engine_options evaluation_engine_options(const config::run_config& run) {
+  eval::engine_options o;
+  o.worker.python = run.get_string("eval.python");
+  o.worker.script = run.get_string("eval.worker_script");
+  if (o.worker.script.empty())
+    o.worker.script = default_worker_script();
+  o.worker.isolation = *eval::parse_isolation(run.get_string("eval.isolation"));
+  o.worker.drop_privileges = run.get_bool("eval.drop_privileges");
+  o.worker.max_processes = static_cast<uint64_t>(run.get_int("eval.max_processes"));
+  o.worker.max_file_bytes = static_cast<uint64_t>(run.get_int("eval.max_file_mb")) << 20;
+  o.worker.capture_bytes = static_cast<size_t>(run.get_int("eval.capture_kb")) << 10;
+  o.recycle_after = static_cast<uint32_t>(run.get_int("eval.recycle_after"));
+  o.recycle_rss_mb = run.get_real("eval.recycle_rss_mb");
+  o.suspicious_speedup = run.get_real("eval.suspicious_speedup");
+  return o;
+}
+
+supervisor_settings evaluation_supervision(const config::run_config& run) {
+  supervisor_settings s;
+  s.queue_capacity = static_cast<size_t>(run.get_int("eval.queue_capacity"));
+  s.restart_limit = static_cast<uint32_t>(run.get_int("eval.restart_limit"));
+  s.restart_window = seconds_setting(run, "eval.restart_window_s");
+  s.degraded_backoff = seconds_setting(run, "eval.degraded_backoff_s");
+  return s;
+}
 
 caf::expected<node_plan> plan_node(const node_launch& launch) {
   node_plan plan;

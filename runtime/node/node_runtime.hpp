@@ -4,6 +4,7 @@
 // certificates), spawn and publish the node actor, and wait for SIGINT/SIGTERM or the configured
 // stop time. Everything that can be wrong in the inputs is checked before anything starts.
 
+#include "actors/evaluator_supervisor.hpp"
 #include "runtime/config/manifest.hpp"
 #include "runtime/config/settings.hpp"
 
@@ -37,6 +38,16 @@ struct node_plan {
 /// Validates a launch: loads manifest and config, picks the node, checks roles and GPUs.
 /// Errors name the file, key or flag at fault; nothing has been started or written yet.
 caf::expected<node_plan> plan_node(const node_launch& launch);
+
+/// Evaluator engine options from the run config's eval.* settings (scratch and build directories
+/// are filled in per evaluator by the node).
+eval::engine_options evaluation_engine_options(const config::run_config& run);
+
+/// Evaluator supervision settings from the run config's eval.* settings.
+supervisor_settings evaluation_supervision(const config::run_config& run);
+
+/// Where kbrl_eval_worker.py is when eval.worker_script is empty.
+std::string default_worker_script();
 
 /// Runs the node until it is told to stop. Returns the process exit code (0 on a clean stop).
 int run_node(const node_plan& plan);

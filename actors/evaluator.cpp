@@ -1,0 +1,68 @@
+#include "actors/evaluator.hpp"
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+namespace kbrl {
+
+evaluator_actor::behavior_type evaluator(evaluator_pointer self, actor_stats stats, int gpu,
+                                         eval::engine_options opts) {
+  auto& st = self->state;
+  st.stats = std::move(stats);
+  st.gpu = gpu;
+  st.engine = std::make_unique<eval::eval_engine>(std::move(opts));
+  if (auto ok = st.engine->start(); !ok) {
+    spdlog::error("{}: {}", st.stats.name, describe(ok.error()));
+    self->quit(ok.error());
+    return evaluator_actor::behavior_type::make_empty_behavior();
+  }
+  spdlog::info("{} ready: worker pid {} on {}, isolation {}", st.stats.name,
+               st.engine->worker_pid(), st.engine->device(), to_string(st.engine->isolation()));
+  return {
+    [self](status_atom) -> actor_status {
+      auto& st = self->state;
+      st.stats.count();
+      auto& e = *st.engine;
+      return st.stats.snapshot(
+        e.needs_restart() ? "failed" : "ready", self->mailbox().size(),
+        {{"device", e.device() + (st.gpu >= 0 ? " (gpu " + std::to_string(st.gpu) + ")" : "")},
+         {"worker pid", std::to_string(e.worker_pid())},
+         {"isolation", to_string(e.isolation())},
+         {"evaluations", std::to_string(e.evaluations())},
+         {"reference timings reused", std::to_string(e.reference_cache_hits())}},
+        {"restart", "kill-worker"});
+    },
+    [self](control_atom, const std::string& verb,
+           const std::vector<std::string>&) -> caf::result<std::string> {
+      auto& st = self->state;
+      st.stats.count();
+      if (verb == "restart") {
+        self->quit(make_error(errc::worker_crashed, "restarted by hand"));
+        return st.stats.name + " restarting";
+      }
+      if (verb == "kill-worker") {
+        auto pid = st.engine->worker_pid();
+        st.engine->kill_worker();
+        return "killed worker pid " + std::to_string(pid) + " of " + st.stats.name;
+      }
+      return make_error(errc::not_supported, st.stats.name + " accepts restart and kill-worker, "
+                                                             "got '" + verb + "'");
+    },
+    [self](evaluate_atom, const eval_request& req) -> eval_result {
+      auto& st = self->state;
+      st.stats.count();
+      st.current = req.trace;
+      auto res = st.engine->evaluate(req);
+      res.evaluator = st.stats.name;
+      st.current.clear();
+      if (st.engine->needs_restart()) {
+        st.stats.last_error = st.engine->last_failure();
+        // Answer first, then fail: the supervisor restarts this evaluator with a fresh worker.
+        self->quit(make_error(errc::worker_crashed, st.engine->last_failure()));
+      }
+      return res;
+    },
+  };
+}
+
+} // namespace kbrl

@@ -1,0 +1,288 @@
+#include "actors/evaluator_supervisor.hpp"
+
+#include "actors/evaluator.hpp"
+#include "runtime/io/text.hpp"
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+namespace kbrl {
+
+namespace {
+
+using self_ptr = evaluator_supervisor_pointer;
+
+evaluator_slot* slot_by_name(self_ptr self, const std::string& name) {
+  for (auto& s : self->state.slots)
+    if (s.name == name)
+      return &s;
+  return nullptr;
+}
+
+evaluator_slot* slot_by_address(self_ptr self, const caf::actor_addr& addr) {
+  for (auto& s : self->state.slots)
+    if (s.handle && s.handle.address() == addr)
+      return &s;
+  return nullptr;
+}
+
+void spawn_evaluator(self_ptr self, evaluator_slot& slot) {
+  actor_stats stats;
+  stats.name = slot.name;
+  stats.role = "evaluator";
+  stats.node = self->state.stats.node;
+  stats.restarts = slot.restarts;
+  stats.last_error = slot.last_error;
+  slot.handle = self->system().spawn<caf::detached>(evaluator, stats, slot.gpu, slot.engine);
+  self->monitor(slot.handle);
+  (*self->state.live_evaluators)[slot.name] = caf::actor_cast<caf::actor>(slot.handle);
+  slot.state = "running";
+  slot.busy = false;
+  slot.since_ms = now_unix_ms();
+}
+
+/// A verdict made here, for a request no evaluator could answer.
+eval_result verdict(const eval_request& req, eval_error error, std::string why) {
+  eval_result r;
+  r.id = req.id;
+  r.error = error;
+  r.trials_total = req.timing.correctness_trials;
+  r.error_excerpt = std::move(why);
+  return r;
+}
+
+void dispatch(self_ptr self);
+
+void deliver(self_ptr self, caf::typed_response_promise<eval_result>& promise, eval_result res) {
+  ++self->state.answered;
+  promise.deliver(std::move(res));
+}
+
+void run_on(self_ptr self, evaluator_slot& slot, pending_evaluation item) {
+  slot.busy = true;
+  auto name = slot.name;
+  auto timeout = std::chrono::milliseconds(static_cast<int64_t>(item.request.timing.timeout_s * 1000))
+                 + self->state.settings.request_margin;
+  auto shared = std::make_shared<pending_evaluation>(std::move(item));
+  self->request(slot.handle, timeout, evaluate_atom::value, shared->request)
+    .then(
+      [self, shared, name](eval_result& res) {
+        if (auto* s = slot_by_name(self, name)) {
+          s->busy = false;
+          ++s->evaluations;
+          // A crash or timeout verdict means that evaluator is on its way out: give it nothing
+          // more until its replacement is up.
+          if (res.error == eval_error::crashed || res.error == eval_error::timeout)
+            s->state = "restarting";
+        }
+        deliver(self, shared->promise, std::move(res));
+        dispatch(self);
+      },
+      [self, shared, name](caf::error& err) {
+        auto* s = slot_by_name(self, name);
+        if (s != nullptr)
+          s->busy = false;
+        if (err == caf::sec::request_receiver_down && shared->attempts < 2) {
+          // The evaluator was gone before it could answer: not this candidate's doing.
+          ++shared->attempts;
+          self->state.queue.push_front(std::move(*shared));
+          dispatch(self);
+          return;
+        }
+        // It hung past its deadline and margin (or kept losing evaluators): answer here, once.
+        auto why = name + " failed while evaluating: " + self->system().render(err);
+        spdlog::warn("{}", why);
+        deliver(self, shared->promise, verdict(shared->request, eval_error::crashed, why));
+        if (s != nullptr && s->state == "running" && s->handle)
+          self->send_exit(s->handle, caf::exit_reason::kill); // replace it
+        dispatch(self);
+      });
+}
+
+void dispatch(self_ptr self) {
+  auto& st = self->state;
+  bool any_usable = false;
+  for (auto& slot : st.slots) {
+    if (slot.state != "degraded")
+      any_usable = true;
+    if (st.queue.empty())
+      break;
+    if (slot.state == "running" && !slot.busy) {
+      auto item = std::move(st.queue.front());
+      st.queue.pop_front();
+      run_on(self, slot, std::move(item));
+    }
+  }
+  if (!any_usable)
+    while (!st.queue.empty()) {
+      auto& item = st.queue.front();
+      deliver(self, item.promise,
+              verdict(item.request, eval_error::infrastructure,
+                      "every evaluator of " + st.stats.node
+                        + " is degraded (restart budget spent); retrying after a back-off"));
+      st.queue.pop_front();
+    }
+}
+
+void restart_or_degrade(self_ptr self, evaluator_slot& slot, const std::string& reason) {
+  auto& set = self->state.settings;
+  auto now = now_unix_ms();
+  slot.last_error = reason;
+  slot.handle = nullptr;
+  slot.busy = false;
+  auto& times = slot.restart_times_ms;
+  while (!times.empty() && now - times.front() > set.restart_window.count())
+    times.pop_front();
+  if (times.size() >= set.restart_limit) {
+    slot.state = "degraded";
+    slot.since_ms = now;
+    spdlog::error("{} degraded: {} restarts within {}; last error: {}; retrying in {}", slot.name,
+                  times.size(), format_duration_ms(set.restart_window.count()), reason,
+                  format_duration_ms(set.degraded_backoff.count()));
+    self->delayed_send(self, set.degraded_backoff, start_atom::value, slot.name);
+    dispatch(self);
+    return;
+  }
+  times.push_back(now);
+  ++slot.restarts;
+  slot.state = "restarting";
+  spdlog::warn("{} stopped ({}); starting a fresh one (restart {} in this window)", slot.name,
+               reason, times.size());
+  spawn_evaluator(self, slot);
+  dispatch(self);
+}
+
+actor_status slot_status(self_ptr self, const evaluator_slot& slot) {
+  actor_status st;
+  st.name = slot.name;
+  st.role = "evaluator";
+  st.node = self->state.stats.node;
+  st.state = slot.state == "running" ? (slot.busy ? "evaluating" : "idle") : slot.state;
+  st.restarts = slot.restarts;
+  st.last_error = slot.last_error;
+  st.since_unix_ms = slot.since_ms;
+  st.messages_handled = slot.evaluations;
+  st.details = {{"device", slot.gpu < 0 ? "cpu" : "cuda:" + std::to_string(slot.gpu)},
+                {"evaluations", std::to_string(slot.evaluations)},
+                {"restarts in window", std::to_string(slot.restart_times_ms.size())}};
+  st.commands = {"restart", "kill-worker"};
+  return st;
+}
+
+} // namespace
+
+evaluator_supervisor_actor::behavior_type
+evaluator_supervisor(evaluator_supervisor_pointer self, actor_stats stats,
+                     supervisor_settings settings, std::vector<evaluator_slot> slots) {
+  auto& st = self->state;
+  st.stats = std::move(stats);
+  st.settings = settings;
+  st.slots = std::move(slots);
+  for (auto& slot : st.slots)
+    spawn_evaluator(self, slot);
+
+  self->set_down_handler([self](const caf::down_msg& msg) {
+    auto* slot = slot_by_address(self, msg.source);
+    if (slot == nullptr)
+      return;
+    restart_or_degrade(self, *slot, self->system().render(msg.reason));
+  });
+  // Evaluators are detached actors with their own threads: stop them with the supervisor.
+  self->attach_functor([live = st.live_evaluators](const caf::error&) {
+    for (auto& [name, handle] : *live)
+      caf::anon_send_exit(handle, caf::exit_reason::user_shutdown);
+  });
+
+  return {
+    [self](status_atom) -> actor_status {
+      auto& st = self->state;
+      st.stats.count();
+      size_t running = 0, degraded = 0;
+      for (auto& s : st.slots) {
+        running += s.state == "running" ? 1 : 0;
+        degraded += s.state == "degraded" ? 1 : 0;
+      }
+      std::string state = degraded == st.slots.size() && !st.slots.empty() ? "degraded"
+                          : running == st.slots.size()                     ? "running"
+                                                                           : "recovering";
+      return st.stats.snapshot(
+        state, self->mailbox().size(),
+        {{"queue", std::to_string(st.queue.size()) + " / "
+                     + std::to_string(st.settings.queue_capacity)},
+         {"evaluators", std::to_string(st.slots.size())},
+         {"answered", std::to_string(st.answered)},
+         {"refused (busy)", std::to_string(st.refused_busy)},
+         {"restart budget", std::to_string(st.settings.restart_limit) + " per "
+                              + format_duration_ms(st.settings.restart_window.count())}},
+        {"restart"});
+    },
+    [self](control_atom, const std::string& verb,
+           const std::vector<std::string>& args) -> caf::result<std::string> {
+      self->state.stats.count();
+      if (verb != "restart" || args.size() != 1)
+        return make_error(errc::not_supported,
+                          self->state.stats.name + " accepts: restart EVALUATOR-NAME");
+      auto* slot = slot_by_name(self, args[0]);
+      if (slot == nullptr)
+        return make_error(errc::unknown_actor, "no evaluator named " + args[0]);
+      if (slot->handle)
+        self->send_exit(slot->handle, make_error(errc::worker_crashed, "restarted by hand"));
+      return "restarting " + args[0];
+    },
+    [self](evaluate_atom, eval_request& req) -> caf::result<eval_result> {
+      auto& st = self->state;
+      st.stats.count();
+      if (st.queue.size() >= st.settings.queue_capacity) {
+        ++st.refused_busy;
+        return make_error(errc::busy, st.stats.name + " queue is full ("
+                                        + std::to_string(st.settings.queue_capacity)
+                                        + " waiting); retry later");
+      }
+      auto rp = self->make_response_promise<eval_result>();
+      st.queue.push_back({std::move(req), rp});
+      dispatch(self);
+      return rp;
+    },
+    [self](status_atom, actors_atom) -> std::vector<actor_status> {
+      self->state.stats.count();
+      std::vector<actor_status> out;
+      for (auto& s : self->state.slots)
+        out.push_back(slot_status(self, s));
+      return out;
+    },
+    [self](status_atom, const std::string& name) -> caf::result<actor_status> {
+      self->state.stats.count();
+      auto* slot = slot_by_name(self, name);
+      if (slot == nullptr)
+        return make_error(errc::unknown_actor, "no evaluator named " + name);
+      return slot_status(self, *slot);
+    },
+    [self](control_atom, const std::string& name, const std::string& verb,
+           const std::vector<std::string>& args) -> caf::result<std::string> {
+      self->state.stats.count();
+      auto* slot = slot_by_name(self, name);
+      if (slot == nullptr)
+        return make_error(errc::unknown_actor, "no evaluator named " + name);
+      if (!slot->handle)
+        return make_error(errc::node_unreachable, name + " is " + slot->state);
+      if (verb == "restart") {
+        self->send_exit(slot->handle, make_error(errc::worker_crashed, "restarted by hand"));
+        return "restarting " + name;
+      }
+      return self->delegate(caf::actor_cast<status_actor>(slot->handle), control_atom::value, verb,
+                            args);
+    },
+    [self](start_atom, const std::string& name) {
+      auto* slot = slot_by_name(self, name);
+      if (slot == nullptr || slot->state != "degraded")
+        return;
+      slot->restart_times_ms.clear();
+      ++slot->restarts;
+      spdlog::info("{}: back-off over, starting it again", name);
+      spawn_evaluator(self, *slot);
+      dispatch(self);
+    },
+  };
+}
+
+} // namespace kbrl

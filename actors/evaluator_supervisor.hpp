@@ -1,0 +1,89 @@
+#pragma once
+// The evaluator supervisor: one per evaluator node. Owns one evaluator per GPU, spreads requests
+// over them through a bounded queue, and restarts an evaluator whose worker died, hung, or left
+// the device corrupted.
+//
+// Each evaluator slot, drawn before coded:
+//
+//            spawned                          quit / down (crash, sticky CUDA error, by hand)
+//   starting -------> running (idle | busy) --------------------------------------> restarting
+//      ^                                                                               |
+//      |  within budget: spawn a fresh evaluator (same name, new worker) <-------------'
+//      |                                                                               |
+//      '---- back-off (degraded_backoff) passed ---- degraded <-- more than restart_limit
+//                                                                  restarts in restart_window
+//
+// Requests: a full queue answers errc::busy (the sender backs off); each request is answered
+// exactly once. The request in flight when an evaluator dies is answered with the evaluator's
+// crash verdict. A request handed to an evaluator that went away before answering it (it was
+// already on its way out, or was killed from outside) goes back to the front of the queue, at most
+// twice; one that hangs an evaluator past its deadline gets a `crashed` verdict made here.
+// Requests queued behind a crash wait in the supervisor's queue and run on the fresh evaluator.
+// While every slot is degraded, queued requests are answered with an `infrastructure` verdict.
+
+#include "actors/actor_stats.hpp"
+#include "messages/type_ids.hpp"
+#include "runtime/eval/eval_engine.hpp"
+
+#include <caf/typed_event_based_actor.hpp>
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+
+namespace kbrl {
+
+/// Supervision settings (run config keys eval.*).
+struct supervisor_settings {
+  size_t queue_capacity = 64;                        ///< requests waiting at most
+  uint32_t restart_limit = 5;                        ///< restarts allowed per window per slot
+  std::chrono::milliseconds restart_window{60000};
+  std::chrono::milliseconds degraded_backoff{30000}; ///< wait before a degraded slot retries
+  std::chrono::milliseconds request_margin{30000};   ///< added to a request's own timeout
+};
+
+/// One GPU's evaluator, as the supervisor sees it.
+struct evaluator_slot {
+  std::string name;
+  int gpu = -1;
+  eval::engine_options engine;
+  evaluator_actor handle;
+  std::string state = "starting"; ///< starting, running, restarting, degraded
+  bool busy = false;
+  uint64_t restarts = 0;
+  std::deque<int64_t> restart_times_ms;
+  std::string last_error;
+  int64_t since_ms = 0;
+  uint64_t evaluations = 0;
+};
+
+struct pending_evaluation {
+  eval_request request;
+  caf::typed_response_promise<eval_result> promise;
+  int attempts = 0; ///< times it was handed to an evaluator that went away before answering
+};
+
+struct evaluator_supervisor_state {
+  static inline const char* name = "evaluator-supervisor";
+  actor_stats stats;
+  supervisor_settings settings;
+  std::vector<evaluator_slot> slots;
+  std::deque<pending_evaluation> queue;
+  uint64_t answered = 0;
+  uint64_t refused_busy = 0;
+  /// The current evaluator of each slot, shared with the clean-up that stops them when the
+  /// supervisor ends (that clean-up runs after this state is gone, so it must not touch it).
+  std::shared_ptr<std::map<std::string, caf::actor>> live_evaluators =
+    std::make_shared<std::map<std::string, caf::actor>>();
+};
+
+using evaluator_supervisor_pointer =
+  evaluator_supervisor_actor::stateful_pointer<evaluator_supervisor_state>;
+
+/// Spawn with sys.spawn(evaluator_supervisor, stats, settings, slots (name, gpu, engine set)).
+evaluator_supervisor_actor::behavior_type
+evaluator_supervisor(evaluator_supervisor_pointer self, actor_stats stats,
+                     supervisor_settings settings, std::vector<evaluator_slot> slots);
+
+} // namespace kbrl

@@ -1,0 +1,330 @@
+#include "runtime/eval/eval_engine.hpp"
+
+#include "messages/errors.hpp"
+#include "runtime/eval/static_checks.hpp"
+#include "runtime/io/json_writer.hpp"
+
+#include <simdjson.h>
+
+#include <cstdio>
+
+namespace kbrl::eval {
+
+namespace {
+
+std::string hex64(uint64_t x) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(x));
+  return buf;
+}
+
+double number(simdjson::dom::element obj, const char* key, double fallback = 0) {
+  double d = 0;
+  if (!obj[key].get(d))
+    return d;
+  int64_t i = 0;
+  if (!obj[key].get(i))
+    return static_cast<double>(i);
+  return fallback;
+}
+
+std::string text(simdjson::dom::element obj, const char* key) {
+  std::string_view sv;
+  return obj[key].get(sv) ? std::string{} : std::string(sv);
+}
+
+bool flag(simdjson::dom::element obj, const char* key) {
+  bool b = false;
+  return !obj[key].get(b) && b;
+}
+
+runtime_stats read_stats(simdjson::dom::element obj, const char* key) {
+  runtime_stats st;
+  simdjson::dom::element s;
+  if (obj[key].get(s))
+    return st;
+  st.mean_ms = number(s, "mean_ms");
+  st.std_ms = number(s, "std_ms");
+  st.min_ms = number(s, "min_ms");
+  st.max_ms = number(s, "max_ms");
+  st.trials = static_cast<int32_t>(number(s, "trials"));
+  return st;
+}
+
+eval_error parse_error_category(const std::string& s) {
+  for (auto e : {eval_error::none, eval_error::format, eval_error::static_check, eval_error::compile,
+                 eval_error::runtime, eval_error::mismatch, eval_error::timeout, eval_error::crashed,
+                 eval_error::infrastructure})
+    if (s == to_string(e))
+      return e;
+  return eval_error::infrastructure;
+}
+
+std::string bounded(std::string s, size_t limit) {
+  if (s.size() > limit)
+    s = s.substr(0, limit / 2) + "\n[...]\n" + s.substr(s.size() - limit / 2);
+  return s;
+}
+
+std::string timing_key(const eval_request& req, const std::string& device) {
+  auto& t = req.timing;
+  return source_hash(req.task.reference_source) + "|" + device + "|"
+         + to_string(req.task.precision) + "|" + std::to_string(t.perf_trials) + "|"
+         + std::to_string(t.warmup_runs);
+}
+
+} // namespace
+
+std::string source_hash(std::string_view text) {
+  uint64_t h = 1469598103934665603ull; // FNV-1a 64
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return hex64(h);
+}
+
+eval_engine::eval_engine(engine_options opts) : opts_(std::move(opts)) {
+}
+
+eval_engine::~eval_engine() {
+  if (worker_ && worker_->alive()) {
+    json_writer w;
+    w.begin_object().field("op", "exit").field("id", next_id_++).end_object();
+    (void)worker_->call(w.str(), std::chrono::seconds(2));
+  }
+}
+
+isolation_mode eval_engine::isolation() const {
+  return worker_ ? worker_->isolation() : resolve_isolation(opts_.worker.isolation);
+}
+
+pid_t eval_engine::worker_pid() const {
+  return worker_ ? worker_->pid() : -1;
+}
+
+void eval_engine::kill_worker() {
+  if (worker_)
+    worker_->kill();
+}
+
+caf::expected<void> eval_engine::start() {
+  worker_.reset(); // kills the old one
+  auto w = worker_process::start(opts_.worker);
+  if (!w)
+    return std::move(w.error());
+  worker_ = std::move(*w);
+  ++workers_started_;
+  since_start_ = 0;
+  json_writer hello;
+  hello.begin_object().field("op", "hello").field("id", next_id_++).end_object();
+  auto answer = worker_->call(hello.str(), opts_.start_timeout);
+  if (!answer) {
+    auto out = worker_->take_output().text();
+    return make_error(errc::worker_crashed, "the evaluation worker did not start: "
+                                              + describe(answer.error())
+                                              + (out.empty() ? "" : "; it printed: "
+                                                                      + bounded(out, 2000)));
+  }
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (parser.parse(*answer).get(doc) || !flag(doc, "ok"))
+    return make_error(errc::worker_crashed, "the evaluation worker answered hello with: "
+                                              + bounded(*answer, 500));
+  device_ = text(doc, "device");
+  needs_restart_ = false;
+  last_failure_.clear();
+  worker_->take_output(); // whatever importing torch printed
+  return caf::unit;
+}
+
+caf::expected<std::string> eval_engine::request(const std::string& json,
+                                                std::chrono::milliseconds deadline) {
+  if (!worker_)
+    return make_error(errc::worker_crashed, "no worker");
+  return worker_->call(json, deadline);
+}
+
+bool eval_engine::canary_ok() {
+  json_writer w;
+  w.begin_object().field("op", "canary").field("id", next_id_++).end_object();
+  auto answer = request(w.str(), opts_.canary_timeout);
+  if (!answer) {
+    last_failure_ = "canary check failed: " + describe(answer.error());
+    return false;
+  }
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (parser.parse(*answer).get(doc) || !flag(doc, "ok")) {
+    last_failure_ = "canary check failed: " + bounded(*answer, 500);
+    return false;
+  }
+  return true;
+}
+
+void eval_engine::maybe_recycle() {
+  if (needs_restart_ || !worker_)
+    return;
+  if (since_start_ >= opts_.recycle_after) {
+    needs_restart_ = true;
+    last_failure_ = "recycled after " + std::to_string(since_start_) + " evaluations";
+    return;
+  }
+  json_writer w;
+  w.begin_object().field("op", "stats").field("id", next_id_++).end_object();
+  auto answer = request(w.str(), opts_.canary_timeout);
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (!answer || parser.parse(*answer).get(doc))
+    return;
+  auto rss = number(doc, "rss_mb");
+  if (rss > opts_.recycle_rss_mb) {
+    needs_restart_ = true;
+    last_failure_ = "recycled at " + std::to_string(static_cast<int64_t>(rss)) + " MB resident";
+  }
+}
+
+eval_result eval_engine::evaluate(const eval_request& req) {
+  auto started = std::chrono::steady_clock::now();
+  eval_result res;
+  res.id = req.id;
+  res.device = device_;
+  res.trials_total = req.timing.correctness_trials;
+  auto finish = [&] {
+    res.total_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    return res;
+  };
+
+  // 1. Static checks: hostile or lazy code is refused before a process sees it.
+  static_check_options sco;
+  sco.backend = req.task.backend;
+  sco.precision = req.task.precision;
+  auto checks = check_candidate(req.candidate_source, sco);
+  res.hack_flags = checks.hack_flags();
+  if (checks.rejected()) {
+    res.error = eval_error::static_check;
+    std::string why;
+    for (auto& f : checks.findings)
+      if (f.level == severity::error)
+        why += "line " + std::to_string(f.line) + ": [" + f.rule + "] " + f.message + "\n";
+    res.error_excerpt = bounded(why, opts_.excerpt_bytes);
+    return finish();
+  }
+  if (!needs_restart_ && (!worker_ || !worker_->alive())) {
+    // The worker died between requests (killed from outside, OOM): not this candidate's doing,
+    // so it gets a fresh worker instead of a crash verdict.
+    last_failure_ = "the worker " + (worker_ ? worker_->exit_description() : "was missing")
+                    + " between requests";
+    needs_restart_ = true;
+  }
+  if (needs_restart_) {
+    // First use, a dead worker, or a caller without a supervisor: start a worker now.
+    if (auto ok = start(); !ok) {
+      res.error = eval_error::infrastructure;
+      res.error_excerpt = "the evaluation worker is not running: " + describe(ok.error());
+      return finish();
+    }
+    res.device = device_;
+  }
+
+  // 2. The reference's timing is reused across candidates of the same problem and settings.
+  auto key = timing_key(req, device_);
+  auto cached = reference_times_.find(key);
+  bool time_reference = req.timing.measure_performance && cached == reference_times_.end();
+
+  // 3. The worker evaluates.
+  auto& t = req.timing;
+  json_writer w;
+  w.begin_object()
+    .field("op", "evaluate")
+    .field("id", next_id_++)
+    .field("reference", req.task.reference_source)
+    .field("candidate", req.candidate_source)
+    .field("backend", to_string(req.task.backend))
+    .field("precision", to_string(req.task.precision))
+    .field("correctness_trials", t.correctness_trials)
+    .field("perf_trials", t.measure_performance ? t.perf_trials : 0)
+    .field("warmup_runs", t.warmup_runs)
+    .field("seed", t.seed)
+    .field("atol", t.atol)
+    .field("rtol", t.rtol)
+    .field("time_reference", time_reference)
+    .field("build_dir", opts_.worker.extensions_dir + "/" + source_hash(req.candidate_source))
+    .field("timeout_s", t.timeout_s)
+    .end_object();
+  auto deadline = std::chrono::milliseconds(static_cast<int64_t>(t.timeout_s * 1000));
+  auto answer = request(w.str(), deadline);
+  ++evaluations_;
+  ++since_start_;
+  auto printed = worker_->take_output();
+  if (!answer) {
+    // The candidate took the worker down (or hung it): a verdict, and a fresh worker next time.
+    auto err = answer.error();
+    res.error = err.code() == static_cast<uint8_t>(errc::timeout) ? eval_error::timeout
+                                                                   : eval_error::crashed;
+    res.error_excerpt = bounded(describe(err) + (printed.total_bytes > 0
+                                                   ? "\noutput:\n" + printed.text()
+                                                   : std::string{}),
+                                opts_.excerpt_bytes);
+    needs_restart_ = true;
+    last_failure_ = describe(err);
+    return finish();
+  }
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (parser.parse(*answer).get(doc)) {
+    res.error = eval_error::infrastructure;
+    res.error_excerpt = "unreadable answer from the worker: " + bounded(*answer, 500);
+    needs_restart_ = true;
+    last_failure_ = res.error_excerpt;
+    return finish();
+  }
+  res.compiled = flag(doc, "compiled");
+  res.correct = flag(doc, "correct");
+  res.trials_passed = static_cast<int32_t>(number(doc, "trials_passed"));
+  res.trials_total = static_cast<int32_t>(number(doc, "trials_total", t.correctness_trials));
+  res.error = parse_error_category(text(doc, "error"));
+  res.error_excerpt = bounded(text(doc, "error_excerpt"), opts_.excerpt_bytes);
+  simdjson::dom::array trials;
+  if (!doc["trials"].get(trials))
+    for (auto tr : trials)
+      res.trials.push_back({flag(tr, "passed"), number(tr, "max_abs_diff"),
+                            number(tr, "mean_abs_diff"), text(tr, "note")});
+  res.kernel_runtime = read_stats(doc, "kernel_runtime");
+  simdjson::dom::array flags;
+  if (!doc["hack_flags"].get(flags))
+    for (auto f : flags) {
+      std::string_view sv;
+      if (!f.get(sv))
+        res.hack_flags.emplace_back(sv);
+    }
+  res.compile_seconds = number(doc, "compile_seconds");
+  if (time_reference) {
+    res.reference_runtime = read_stats(doc, "reference_runtime");
+    if (res.reference_runtime.trials > 0)
+      reference_times_[key] = res.reference_runtime;
+  } else if (cached != reference_times_.end()) {
+    res.reference_runtime = cached->second;
+    ++ref_cache_hits_;
+  }
+  if (res.correct && res.kernel_runtime.mean_ms > 0 && res.reference_runtime.mean_ms > 0) {
+    res.speedup = res.reference_runtime.mean_ms / res.kernel_runtime.mean_ms;
+    if (res.speedup > opts_.suspicious_speedup)
+      res.hack_flags.push_back("suspicious_speedup");
+  }
+  if (printed.total_bytes > 0 && res.error != eval_error::none && res.error_excerpt.empty())
+    res.error_excerpt = bounded(printed.text(), opts_.excerpt_bytes);
+
+  // 4. After a CUDA error the context may be poisoned for everything that follows.
+  if (flag(doc, "sticky_cuda_error")) {
+    needs_restart_ = true;
+    last_failure_ = "sticky CUDA error: " + bounded(res.error_excerpt, 300);
+  } else if (res.error == eval_error::runtime && !canary_ok()) {
+    needs_restart_ = true;
+  }
+  maybe_recycle();
+  return finish();
+}
+
+} // namespace kbrl::eval

@@ -1,0 +1,90 @@
+#pragma once
+// Evaluates candidates on one device through one worker process: the part of an evaluator that
+// needs no actor. Owns the worker, replaces it when it is recycled, and turns the worker's
+// answers - or its death - into eval_results. Blocking: the evaluator actor runs it on its own
+// thread.
+//
+// Per request:
+//   static checks (C++, before any process) -> rejected: verdict static_check, no worker touched
+//   reference timing: cached per (reference hash, device, precision, timing settings)
+//   worker `evaluate` with a deadline; build directory keyed by a hash of the candidate source
+//   timeout / crash -> verdict timeout / crashed, and the worker is gone (needs_restart())
+//   sticky CUDA error or a failed canary after the candidate -> needs_restart()
+//   every `recycle_after` evaluations, or RSS above `recycle_rss_mb`: a fresh worker
+
+#include "messages/data.hpp"
+#include "runtime/eval/worker_process.hpp"
+
+#include <caf/expected.hpp>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+
+namespace kbrl::eval {
+
+/// Evaluator settings beyond how the worker is started. Defaults follow KernelBench.
+struct engine_options {
+  worker_options worker;
+  uint32_t recycle_after = 200;     ///< evaluations before the worker is replaced (load_inline leaks)
+  double recycle_rss_mb = 16384;    ///< replace the worker when its RSS passes this
+  double suspicious_speedup = 10;   ///< speedups above this are flagged "suspicious_speedup"
+  std::chrono::milliseconds start_timeout{120000}; ///< importing torch + first CUDA context
+  std::chrono::milliseconds canary_timeout{30000};
+  size_t excerpt_bytes = 4000;      ///< longest error excerpt kept
+};
+
+/// The stable identity of a piece of source: FNV-1a 64 of the text, as 16 hex digits.
+std::string source_hash(std::string_view text);
+
+class eval_engine {
+public:
+  explicit eval_engine(engine_options opts);
+  ~eval_engine();
+
+  /// Starts (or restarts) the worker and greets it. Fails with the worker's reason.
+  caf::expected<void> start();
+
+  /// Evaluates one request. Always returns a verdict: problems of the candidate and crashes are
+  /// verdicts, not errors. `device` in the result is filled in. Starts the worker first if none
+  /// is running (after the static checks, so a refused candidate never costs a process).
+  eval_result evaluate(const eval_request& req);
+
+  /// True after a crash, timeout, sticky CUDA error or failed canary: the device context or the
+  /// worker is gone and start() must run before the next evaluation. The evaluator actor fails
+  /// with last_failure() so its supervisor restarts it.
+  bool needs_restart() const { return needs_restart_; }
+  const std::string& last_failure() const { return last_failure_; }
+
+  /// Device name the worker reported ("cpu", "NVIDIA H200").
+  const std::string& device() const { return device_; }
+  uint64_t evaluations() const { return evaluations_; }
+  uint64_t workers_started() const { return workers_started_; }
+  uint64_t reference_cache_hits() const { return ref_cache_hits_; }
+  isolation_mode isolation() const;
+
+  /// Kills the worker now (tests inject faults with it; the next request sees a crash).
+  void kill_worker();
+  /// The worker's pid, -1 if none.
+  pid_t worker_pid() const;
+
+private:
+  caf::expected<std::string> request(const std::string& json, std::chrono::milliseconds deadline);
+  void maybe_recycle();
+  bool canary_ok();
+
+  engine_options opts_;
+  std::unique_ptr<worker_process> worker_;
+  std::string device_ = "unknown";
+  uint64_t next_id_ = 1;
+  uint64_t evaluations_ = 0;
+  uint64_t since_start_ = 0;
+  uint64_t workers_started_ = 0;
+  uint64_t ref_cache_hits_ = 0;
+  bool needs_restart_ = true;
+  std::string last_failure_ = "not started";
+  std::map<std::string, runtime_stats> reference_times_; ///< key: ref hash|device|precision|timing
+};
+
+} // namespace kbrl::eval

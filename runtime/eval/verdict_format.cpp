@@ -1,0 +1,103 @@
+#include "runtime/eval/verdict_format.hpp"
+
+#include "runtime/io/json_writer.hpp"
+#include "runtime/io/text.hpp"
+
+#include <cstdio>
+
+namespace kbrl::eval {
+
+namespace {
+
+void write_stats(json_writer& w, const char* key, const runtime_stats& s) {
+  w.key(key)
+    .begin_object()
+    .field("mean_ms", s.mean_ms)
+    .field("std_ms", s.std_ms)
+    .field("min_ms", s.min_ms)
+    .field("max_ms", s.max_ms)
+    .field("trials", s.trials)
+    .end_object();
+}
+
+std::string ms(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g ms", x);
+  return buf;
+}
+
+} // namespace
+
+std::string verdict_json(const eval_result& r) {
+  json_writer w;
+  w.begin_object()
+    .field("id", r.id)
+    .field("compiled", r.compiled)
+    .field("correct", r.correct)
+    .field("trials_passed", r.trials_passed)
+    .field("trials_total", r.trials_total)
+    .field("error", to_string(r.error))
+    .field("error_excerpt", r.error_excerpt);
+  w.key("trials").begin_array();
+  for (auto& t : r.trials)
+    w.begin_object()
+      .field("passed", t.passed)
+      .field("max_abs_diff", t.max_abs_diff)
+      .field("mean_abs_diff", t.mean_abs_diff)
+      .field("note", t.note)
+      .end_object();
+  w.end_array();
+  write_stats(w, "kernel_runtime", r.kernel_runtime);
+  write_stats(w, "reference_runtime", r.reference_runtime);
+  write_stats(w, "compiled_reference_runtime", r.compiled_reference_runtime);
+  w.field("speedup", r.speedup);
+  w.key("hack_flags").begin_array();
+  for (auto& f : r.hack_flags)
+    w.value(f);
+  w.end_array();
+  w.field("device", r.device)
+    .field("evaluator", r.evaluator)
+    .field("compile_seconds", r.compile_seconds)
+    .field("total_seconds", r.total_seconds)
+    .end_object();
+  return w.str();
+}
+
+std::string verdict_text(const eval_result& r) {
+  std::string out;
+  if (r.correct) {
+    out = "correct";
+    if (r.speedup > 0) {
+      char buf[128];
+      std::snprintf(buf, sizeof buf, ", %.3gx %s (%s vs %s for the reference)", r.speedup,
+                    r.speedup >= 1 ? "faster" : "of the reference's speed",
+                    ms(r.kernel_runtime.mean_ms).c_str(), ms(r.reference_runtime.mean_ms).c_str());
+      out += buf;
+    }
+  } else if (r.error == eval_error::mismatch) {
+    out = "incorrect: " + std::to_string(r.trials_passed) + " of "
+          + std::to_string(r.trials_total) + " trials match the reference";
+  } else {
+    out = std::string("failed: ") + to_string(r.error);
+  }
+  out += "\n";
+  for (size_t i = 0; i < r.trials.size(); ++i) {
+    auto& t = r.trials[i];
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "  trial %zu: %s, max abs diff %.3g%s%s\n", i + 1,
+                  t.passed ? "pass" : "FAIL", t.max_abs_diff, t.note.empty() ? "" : ", ",
+                  t.note.c_str());
+    out += buf;
+  }
+  if (!r.hack_flags.empty())
+    out += "flags: " + join(r.hack_flags) + "\n";
+  if (!r.error_excerpt.empty())
+    out += r.error_excerpt + (r.error_excerpt.back() == '\n' ? "" : "\n");
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "device %s, %.1f s (build %.1f s)\n", r.device.c_str(),
+                r.total_seconds, r.compile_seconds);
+  out += buf;
+  return out;
+}
+
+} // namespace kbrl::eval

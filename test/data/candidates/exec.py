@@ -1,0 +1,28 @@
+# Runs code assembled at run time.
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+source = """
+#include <torch/extension.h>
+__global__ void relu_kernel(const float* x, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+torch::Tensor relu_cuda(torch::Tensor x) {
+    auto out = torch::empty_like(x);
+    int n = x.numel();
+    relu_kernel<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
+    return out;
+}
+"""
+ext = load_inline(name="relu_ext", cpp_sources="torch::Tensor relu_cuda(torch::Tensor x);",
+                  cuda_sources=source, functions=["relu_cuda"])
+
+_code = "def fast(x):\n    return x.clamp_min(0)\n"
+exec(_code)  # HACK
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.relu_cuda(x)

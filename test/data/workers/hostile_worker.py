@@ -1,0 +1,103 @@
+"""A stand-in for the evaluation worker that misbehaves on request, for testing the process
+layer (runtime/eval/worker_process): same fds and line protocol, no torch."""
+import json
+import os
+import signal
+import socket
+import sys
+import time
+
+args = sys.argv[1:]
+in_fd = int(args[args.index("--in-fd") + 1])
+out_fd = int(args[args.index("--out-fd") + 1])
+requests = os.fdopen(in_fd, "r")
+answers = os.fdopen(out_fd, "w", buffering=1)
+
+
+def answer(req, **fields):
+    fields["id"] = req.get("id", -1)
+    answers.write(json.dumps(fields) + "\n")
+    answers.flush()
+
+
+for line in requests:
+    req = json.loads(line)
+    op = req["op"]
+    if op == "hello":
+        answer(req, ok=True, device="cpu", uid=os.getuid(), cwd=os.getcwd(),
+               visible=os.environ.get("CUDA_VISIBLE_DEVICES", "unset"))
+    elif op == "echo":
+        answer(req, ok=True, echo=req.get("payload"))
+    elif op == "print":
+        chunk = "x" * 65536 + "\n"
+        for _ in range(req["bytes"] // len(chunk)):
+            sys.stdout.write(chunk)
+        sys.stdout.flush()
+        answer(req, ok=True)
+    elif op == "segv":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    elif op == "abort":
+        os.abort()
+    elif op == "hang":
+        while True:
+            time.sleep(1)
+    elif op == "fork_storm":
+        started = 0
+        for _ in range(req["count"]):
+            try:
+                pid = os.fork()
+            except OSError:
+                break
+            if pid == 0:
+                time.sleep(60)
+                os._exit(0)
+            started += 1
+        answer(req, ok=True, started=started)
+    elif op == "net":
+        try:
+            s = socket.create_connection(("127.0.0.1", req["port"]), timeout=2)
+            s.close()
+            answer(req, ok=True, reached=True)
+        except OSError as e:
+            answer(req, ok=True, reached=False, error=str(e))
+    elif op == "write":
+        try:
+            with open(req["path"], "w") as f:
+                f.write("hello")
+            answer(req, ok=True, written=True)
+        except OSError as e:
+            answer(req, ok=True, written=False, error=str(e))
+    elif op == "evaluate":
+        # Markers in the candidate choose the behaviour, so evaluator tests need no torch.
+        cand = req.get("candidate", "")
+        if "#crash" in cand:
+            os.kill(os.getpid(), signal.SIGSEGV)
+        if "#hang" in cand:
+            while True:
+                time.sleep(1)
+        if "#slow" in cand:
+            time.sleep(float(cand.split("#slow")[1].split()[0]))
+        if "#noisy" in cand:
+            print("candidate output " * 100)
+        sticky = "#sticky" in cand
+        correct = "#wrong" not in cand and not sticky
+        stats = {"mean_ms": 2.0, "median_ms": 2.0, "std_ms": 0.1, "min_ms": 1.9, "max_ms": 2.2,
+                 "trials": req.get("perf_trials", 0)}
+        ref = dict(stats, mean_ms=4.0) if req.get("time_reference") else {}
+        answer(req, compiled=True, correct=correct,
+               trials_passed=req["correctness_trials"] if correct else 0,
+               trials_total=req["correctness_trials"],
+               error="none" if correct else ("runtime" if sticky else "mismatch"),
+               error_excerpt="" if correct else "CUDA error: an illegal memory access" if sticky
+               else "max abs diff 1.0",
+               trials=[{"passed": correct, "max_abs_diff": 0.0 if correct else 1.0,
+                        "mean_abs_diff": 0.0, "note": ""}] * req["correctness_trials"],
+               kernel_runtime=stats, reference_runtime=ref, hack_flags=[],
+               compile_seconds=0.0, sticky_cuda_error=sticky, device="cpu", pid=os.getpid())
+    elif op == "canary":
+        answer(req, ok=True)
+    elif op == "stats":
+        answer(req, rss_mb=10.0, evaluations=0)
+    elif op == "exit":
+        answer(req, ok=True)
+        sys.exit(0)

@@ -1,0 +1,237 @@
+// The evaluator supervisor and its evaluators with real worker processes (a stand-in worker
+// whose behaviour the candidate's markers choose: #crash, #hang, #sticky, #slow N, #wrong), so
+// these tests need no torch: every request gets exactly one answer, crashes and hangs become
+// verdicts, the evaluator comes back with a fresh worker, queued requests run on it, a full
+// queue answers busy, and a spent restart budget degrades the slot until its back-off passes.
+
+#include "actors/evaluator_supervisor.hpp"
+#include "messages/type_ids.hpp"
+#include "test_support.hpp"
+
+#include <caf/all.hpp>
+
+#include <boost/test/unit_test.hpp>
+
+#include <map>
+#include <set>
+#include <thread>
+
+using namespace kbrl;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct evaluator_fixture {
+  test::temp_dir dir;
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  supervisor_settings settings;
+
+  evaluator_fixture() {
+    register_message_types(cfg);
+    sys = std::make_unique<caf::actor_system>(cfg);
+    settings.queue_capacity = 16;
+    settings.restart_limit = 5;
+    settings.restart_window = 60s;
+    settings.degraded_backoff = 1s;
+    settings.request_margin = 5s;
+  }
+
+  evaluator_slot slot(int index) {
+    evaluator_slot s;
+    s.name = "n/evaluator." + std::to_string(index);
+    s.engine.worker.python = "/usr/bin/python3";
+    s.engine.worker.script = std::string(KBRL_TEST_DATA) + "/workers/hostile_worker.py";
+    s.engine.worker.scratch_dir = dir / ("scratch" + std::to_string(index));
+    s.engine.worker.extensions_dir = dir / "extensions";
+    s.engine.worker.isolation = eval::isolation_mode::none;
+    s.engine.start_timeout = 20s;
+    return s;
+  }
+
+  evaluator_supervisor_actor spawn(int evaluators) {
+    std::vector<evaluator_slot> slots;
+    for (int i = 0; i < evaluators; ++i)
+      slots.push_back(slot(i));
+    actor_stats stats;
+    stats.name = "n/evaluator-supervisor";
+    stats.node = "n";
+    stats.role = "evaluator-supervisor";
+    return sys->spawn(evaluator_supervisor, stats, settings, slots);
+  }
+
+  static eval_request request(uint64_t id, const std::string& marker, double timeout_s = 20) {
+    eval_request r;
+    r.id = id;
+    // A candidate the static checks accept; the marker (a comment) steers the stand-in worker.
+    r.candidate_source = "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+                         "    def forward(self, x):\n        return torch.clamp_min(x, 0.0)\n\n"
+                         + marker + "\n";
+    r.task.reference_source = "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+                              "    def forward(self, x):\n        return torch.relu(x)\n\n\n"
+                              "def get_inputs():\n    return [torch.randn(4, 4)]\n\n\n"
+                              "def get_init_inputs():\n    return []\n";
+    r.task.backend = kernel_backend::torch;
+    r.timing.correctness_trials = 2;
+    r.timing.perf_trials = 5;
+    r.timing.timeout_s = timeout_s;
+    return r;
+  }
+
+  /// Sends every request at once, then collects each one's single answer (or error) by its own
+  /// request id.
+  std::map<uint64_t, caf::expected<eval_result>>
+  evaluate_all(const evaluator_supervisor_actor& sup, const std::vector<eval_request>& reqs,
+               std::chrono::seconds timeout = 60s) {
+    caf::scoped_actor self{*sys};
+    using handle_t = decltype(self->request(sup, timeout, evaluate_atom::value, reqs.front()));
+    std::vector<handle_t> pending;
+    for (auto& r : reqs)
+      pending.push_back(self->request(sup, timeout, evaluate_atom::value, r));
+    std::map<uint64_t, caf::expected<eval_result>> out;
+    for (size_t i = 0; i < reqs.size(); ++i)
+      pending[i].receive([&](eval_result& r) { out.emplace(reqs[i].id, std::move(r)); },
+                         [&](caf::error& err) { out.emplace(reqs[i].id, std::move(err)); });
+    return out;
+  }
+
+  eval_result evaluate_one(const evaluator_supervisor_actor& sup, const eval_request& req) {
+    auto all = evaluate_all(sup, {req});
+    auto& res = all.at(req.id);
+    BOOST_REQUIRE_MESSAGE(res, test::why(res));
+    return *res;
+  }
+
+  actor_status slot_status(const evaluator_supervisor_actor& sup, const std::string& name) {
+    caf::scoped_actor self{*sys};
+    actor_status out;
+    self->request(sup, 10s, status_atom::value, name)
+      .receive([&](actor_status& st) { out = std::move(st); },
+               [&](caf::error& err) { BOOST_FAIL(sys->render(err)); });
+    return out;
+  }
+
+  void stop(const evaluator_supervisor_actor& sup) {
+    caf::anon_send_exit(sup, caf::exit_reason::user_shutdown);
+  }
+};
+
+} // namespace
+
+BOOST_FIXTURE_TEST_SUITE(evaluator, evaluator_fixture)
+
+BOOST_AUTO_TEST_CASE(good_candidates_are_answered_and_reference_timing_is_reused) {
+  auto sup = spawn(1);
+  auto first = evaluate_one(sup, request(1, "# fine"));
+  BOOST_CHECK(first.correct);
+  BOOST_CHECK_EQUAL(first.evaluator, "n/evaluator.0");
+  BOOST_CHECK_CLOSE(first.speedup, 2.0, /*tol %=*/1e-6);
+  auto second = evaluate_one(sup, request(2, "# also fine"));
+  BOOST_CHECK(second.correct);
+  // The second candidate of the same problem reuses the reference's timing.
+  BOOST_CHECK_EQUAL(second.reference_runtime.mean_ms, 4.0);
+  BOOST_CHECK_CLOSE(second.speedup, 2.0, 1e-6);
+  stop(sup);
+}
+
+BOOST_AUTO_TEST_CASE(a_crash_is_a_verdict_and_the_queue_runs_on_a_fresh_worker) {
+  auto sup = spawn(1);
+  evaluate_one(sup, request(1, "# warm up"));
+  auto answers = evaluate_all(sup, {request(2, "#crash"), request(3, "# fine"),
+                                    request(4, "#wrong")});
+  BOOST_REQUIRE_EQUAL(answers.size(), 3u);
+  BOOST_REQUIRE(answers.at(2));
+  BOOST_CHECK(answers.at(2)->error == eval_error::crashed);
+  BOOST_CHECK_MESSAGE(answers.at(2)->error_excerpt.find("worker") != std::string::npos,
+                      answers.at(2)->error_excerpt);
+  BOOST_REQUIRE(answers.at(3));
+  BOOST_CHECK(answers.at(3)->correct);
+  BOOST_REQUIRE(answers.at(4));
+  BOOST_CHECK(answers.at(4)->error == eval_error::mismatch);
+  auto st = slot_status(sup, "n/evaluator.0");
+  BOOST_CHECK_EQUAL(st.restarts, 1u);
+  BOOST_CHECK_MESSAGE(st.last_error.find("worker") != std::string::npos, st.last_error);
+  stop(sup);
+}
+
+BOOST_AUTO_TEST_CASE(a_hang_times_out_and_the_next_candidate_still_runs) {
+  auto sup = spawn(1);
+  auto answers = evaluate_all(sup, {request(1, "#hang", /*timeout_s=*/1.5), request(2, "# ok")});
+  BOOST_REQUIRE(answers.at(1));
+  BOOST_CHECK(answers.at(1)->error == eval_error::timeout);
+  BOOST_REQUIRE(answers.at(2));
+  BOOST_CHECK(answers.at(2)->correct);
+  stop(sup);
+}
+
+BOOST_AUTO_TEST_CASE(a_sticky_device_error_replaces_the_worker) {
+  auto sup = spawn(1);
+  auto sticky = evaluate_one(sup, request(1, "#sticky"));
+  BOOST_CHECK(sticky.error == eval_error::runtime);
+  auto after = evaluate_one(sup, request(2, "# ok"));
+  BOOST_CHECK(after.correct);
+  BOOST_CHECK_EQUAL(slot_status(sup, "n/evaluator.0").restarts, 1u);
+  stop(sup);
+}
+
+BOOST_AUTO_TEST_CASE(a_worker_killed_between_requests_costs_no_verdict) {
+  auto sup = spawn(1);
+  evaluate_one(sup, request(1, "# ok"));
+  caf::scoped_actor self{*sys};
+  std::string said;
+  self->request(sup, 10s, control_atom::value, std::string{"n/evaluator.0"},
+                std::string{"kill-worker"}, std::vector<std::string>{})
+    .receive([&](std::string& s) { said = s; }, [&](caf::error& e) { BOOST_FAIL(sys->render(e)); });
+  BOOST_CHECK(said.find("killed worker pid") != std::string::npos);
+  auto next = evaluate_one(sup, request(2, "# innocent"));
+  BOOST_CHECK(next.correct);
+  stop(sup);
+}
+
+BOOST_AUTO_TEST_CASE(requests_spread_over_evaluators_and_a_full_queue_says_busy) {
+  settings.queue_capacity = 2;
+  auto sup = spawn(2);
+  std::vector<eval_request> reqs;
+  for (uint64_t i = 1; i <= 8; ++i)
+    reqs.push_back(request(i, "#slow 0.5"));
+  auto answers = evaluate_all(sup, reqs);
+  size_t busy = 0, correct = 0;
+  std::set<std::string> evaluators;
+  for (auto& [id, res] : answers) {
+    if (!res) {
+      BOOST_CHECK_MESSAGE(describe(res.error()).find("busy") != std::string::npos,
+                          describe(res.error()));
+      ++busy;
+    } else {
+      correct += res->correct ? 1 : 0;
+      evaluators.insert(res->evaluator);
+    }
+  }
+  BOOST_CHECK_EQUAL(busy + correct, 8u);
+  BOOST_CHECK_GE(busy, 1u);
+  BOOST_CHECK_EQUAL(evaluators.size(), 2u);
+  stop(sup);
+}
+
+BOOST_AUTO_TEST_CASE(a_spent_restart_budget_degrades_until_the_back_off_passes) {
+  settings.restart_limit = 1;
+  auto sup = spawn(1);
+  BOOST_CHECK(evaluate_one(sup, request(1, "#crash")).error == eval_error::crashed);
+  BOOST_CHECK(evaluate_one(sup, request(2, "#crash")).error == eval_error::crashed);
+  // Budget spent: degraded, and requests are answered (not lost) while it lasts.
+  bool degraded = false;
+  for (int i = 0; i < 50 && !degraded; ++i) {
+    degraded = slot_status(sup, "n/evaluator.0").state == "degraded";
+    if (!degraded)
+      std::this_thread::sleep_for(20ms);
+  }
+  BOOST_REQUIRE(degraded);
+  auto during = evaluate_one(sup, request(3, "# ok"));
+  BOOST_CHECK(during.error == eval_error::infrastructure);
+  std::this_thread::sleep_for(1500ms); // degraded_backoff = 1 s
+  auto after = evaluate_one(sup, request(4, "# ok"));
+  BOOST_CHECK(after.correct);
+  stop(sup);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

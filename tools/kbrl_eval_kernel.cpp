@@ -1,0 +1,141 @@
+// kbrl-eval-kernel: evaluate one candidate kernel against its problem in an isolated worker,
+// the way every kbrl reward is computed (like KernelBench's run_and_check).
+//
+//   kbrl-eval-kernel --problem 1/19 --candidate relu.py --backend cuda
+//   kbrl-eval-kernel --problem problems/1_relu.py --candidate c.py --backend torch --json
+//
+// Exit status: 0 correct, 1 incorrect (ran, outputs differ, or refused by a static check),
+// 2 failed (compile, runtime, timeout, crash), 3 usage or infrastructure error.
+
+#include "messages/errors.hpp"
+#include "runtime/eval/eval_engine.hpp"
+#include "runtime/eval/problems.hpp"
+#include "runtime/eval/verdict_format.hpp"
+#include "runtime/node/node_runtime.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+namespace {
+
+template <class Enum>
+bool parse_enum(const std::string& text, Enum& out, std::initializer_list<Enum> all) {
+  for (auto e : all)
+    if (text == kbrl::to_string(e)) {
+      out = e;
+      return true;
+    }
+  return false;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"kbrl-eval-kernel: evaluate one candidate kernel against its KernelBench-style "
+               "problem\n(static checks, build, correctness trials, timing) in an isolated "
+               "worker process"};
+  std::string problem_spec, candidate_path, backend = "cuda", precision = "fp32", isolation,
+                                              python, scratch;
+  std::vector<std::string> roots;
+  int trials = 5, perf_trials = 100, gpu = -1;
+  double timeout_s = 300;
+  uint64_t seed = 42;
+  bool json = false, no_timing = false;
+  app.add_option("--problem", problem_spec, "Problem file, or LEVEL/ID (e.g. 1/19)")->required();
+  app.add_option("--candidate", candidate_path, "Candidate program (ModelNew)")
+    ->required()
+    ->check(CLI::ExistingFile);
+  app.add_option("--problems-root", roots,
+                 "Where LEVEL/ID problems are looked up before $KERNELBENCH_ROOT");
+  app.add_option("--backend", backend, "cuda, triton, torch, hip, cute, tilelang, thunderkittens");
+  app.add_option("--precision", precision, "fp32, fp16 or bf16");
+  app.add_option("--trials", trials, "Correctness trials")->check(CLI::Range(1, 1000));
+  app.add_option("--perf-trials", perf_trials, "Timed runs")->check(CLI::Range(0, 100000));
+  app.add_flag("--no-timing", no_timing, "Check correctness only");
+  app.add_option("--seed", seed, "Base seed of the correctness trials");
+  app.add_option("--timeout", timeout_s, "Seconds for the whole evaluation")
+    ->check(CLI::PositiveNumber);
+  app.add_option("--gpu", gpu, "CUDA device; -1 (default) runs on the CPU");
+  app.add_option("--isolation", isolation, "auto, bwrap, unshare or none (default: auto)");
+  app.add_option("--python", python, "Python with torch (default /usr/bin/python3)");
+  app.add_option("--scratch", scratch, "Scratch folder (default: a fresh one under /tmp)");
+  app.add_flag("--json", json, "Print the verdict as JSON");
+  CLI11_PARSE(app, argc, argv);
+
+  auto prob = kbrl::eval::find_problem(problem_spec, roots);
+  if (!prob) {
+    std::fprintf(stderr, "kbrl-eval-kernel: %s\n", kbrl::describe(prob.error()).c_str());
+    return 3;
+  }
+  if (!parse_enum(backend, prob->backend,
+                  {kbrl::kernel_backend::cuda, kbrl::kernel_backend::triton,
+                   kbrl::kernel_backend::torch, kbrl::kernel_backend::hip,
+                   kbrl::kernel_backend::cute, kbrl::kernel_backend::tilelang,
+                   kbrl::kernel_backend::thunderkittens})) {
+    std::fprintf(stderr, "kbrl-eval-kernel: --backend %s: unknown backend\n", backend.c_str());
+    return 3;
+  }
+  if (!parse_enum(precision, prob->precision,
+                  {kbrl::kernel_precision::fp32, kbrl::kernel_precision::fp16,
+                   kbrl::kernel_precision::bf16})) {
+    std::fprintf(stderr, "kbrl-eval-kernel: --precision %s: expected fp32, fp16 or bf16\n",
+                 precision.c_str());
+    return 3;
+  }
+  std::ifstream in(candidate_path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+
+  kbrl::config::run_config run;
+  if (!isolation.empty())
+    if (auto err = run.apply_override("eval.isolation=" + isolation)) {
+      std::fprintf(stderr, "kbrl-eval-kernel: --isolation: %s\n", kbrl::describe(err).c_str());
+      return 3;
+    }
+  if (!python.empty())
+    (void)run.apply_override("eval.python=\"" + python + "\"");
+  auto opts = kbrl::evaluation_engine_options(run);
+  bool own_scratch = scratch.empty();
+  if (own_scratch) {
+    char tmpl[] = "/tmp/kbrl-eval-XXXXXX";
+    scratch = ::mkdtemp(tmpl);
+  }
+  opts.worker.scratch_dir = scratch + "/worker";
+  opts.worker.extensions_dir = scratch + "/extensions";
+  opts.worker.gpu = gpu;
+
+  kbrl::eval_request req;
+  req.id = 1;
+  req.candidate_source = ss.str();
+  req.task = *prob;
+  req.timing.correctness_trials = trials;
+  req.timing.perf_trials = perf_trials;
+  req.timing.measure_performance = !no_timing && perf_trials > 0;
+  req.timing.seed = seed;
+  req.timing.timeout_s = timeout_s;
+  req.trace = candidate_path;
+
+  kbrl::eval_result res;
+  {
+    // The engine starts its worker only once the static checks have passed.
+    kbrl::eval::eval_engine engine{opts};
+    res = engine.evaluate(req);
+    res.evaluator = "kbrl-eval-kernel";
+  }
+  if (own_scratch) {
+    std::error_code ec;
+    std::filesystem::remove_all(scratch, ec);
+  }
+  std::fputs((json ? kbrl::eval::verdict_json(res) + "\n" : kbrl::eval::verdict_text(res)).c_str(),
+             stdout);
+  if (res.correct)
+    return 0;
+  if (res.error == kbrl::eval_error::mismatch || res.error == kbrl::eval_error::static_check)
+    return 1;
+  return res.error == kbrl::eval_error::infrastructure ? 3 : 2;
+}

@@ -45,7 +45,8 @@ int main(int argc, char** argv) {
   int trials = 5, perf_trials = 100, gpu = -1;
   double timeout_s = 300;
   uint64_t seed = 42;
-  bool json = false, no_timing = false;
+  bool json = false, no_timing = false, list_rules = false;
+  std::vector<std::string> overrides;
   app.add_option("--problem", problem_spec, "Problem file, or LEVEL/ID (e.g. 1/19)")->required();
   app.add_option("--candidate", candidate_path, "Candidate program (ModelNew)")
     ->required()
@@ -65,6 +66,17 @@ int main(int argc, char** argv) {
   app.add_option("--python", python, "Python with torch (default /usr/bin/python3)");
   app.add_option("--scratch", scratch, "Scratch folder (default: a fresh one under /tmp)");
   app.add_flag("--json", json, "Print the verdict as JSON");
+  app.add_flag("--list-rules", list_rules, "List the static-check rules and exit");
+  app.add_option("overrides", overrides,
+                 "Run-config overrides, e.g. eval.rules_warn=[\"stream_injection\"]");
+  // --list-rules needs neither a problem nor a candidate.
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--list-rules") {
+      for (auto& r : kbrl::eval::all_rules())
+        std::printf("%-22s %-8s %s\n", r.id.c_str(), kbrl::eval::to_string(r.default_level),
+                    r.description.c_str());
+      return 0;
+    }
   CLI11_PARSE(app, argc, argv);
 
   auto prob = kbrl::eval::find_problem(problem_spec, roots);
@@ -92,6 +104,11 @@ int main(int argc, char** argv) {
   ss << in.rdbuf();
 
   kbrl::config::run_config run;
+  for (auto& o : overrides)
+    if (auto err = run.apply_override(o)) {
+      std::fprintf(stderr, "kbrl-eval-kernel: %s\n", kbrl::describe(err).c_str());
+      return 3;
+    }
   if (!isolation.empty())
     if (auto err = run.apply_override("eval.isolation=" + isolation)) {
       std::fprintf(stderr, "kbrl-eval-kernel: --isolation: %s\n", kbrl::describe(err).c_str());
@@ -100,10 +117,17 @@ int main(int argc, char** argv) {
   if (!python.empty())
     (void)run.apply_override("eval.python=\"" + python + "\"");
   auto opts = kbrl::evaluation_engine_options(run);
+  if (auto ok = kbrl::eval::validate_overrides(opts.rule_overrides); !ok) {
+    std::fprintf(stderr, "kbrl-eval-kernel: %s\n", kbrl::describe(ok.error()).c_str());
+    return 3;
+  }
   bool own_scratch = scratch.empty();
   if (own_scratch) {
     char tmpl[] = "/tmp/kbrl-eval-XXXXXX";
     scratch = ::mkdtemp(tmpl);
+    // Searchable by others: as root, the worker runs as nobody inside it.
+    std::filesystem::permissions(scratch, std::filesystem::perms::others_exec,
+                                 std::filesystem::perm_options::add);
   }
   opts.worker.scratch_dir = scratch + "/worker";
   opts.worker.extensions_dir = scratch + "/extensions";

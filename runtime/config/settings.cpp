@@ -73,6 +73,12 @@ const std::vector<setting>& all_settings() {
     {"eval.suspicious_speedup", setting_kind::real, "10.0",
      "Speedups above this are flagged suspicious_speedup (as KernelBench's excessive-speedup "
      "check).", {}, 1},
+    {"eval.rules_off", setting_kind::string_list, "[]",
+     "Static-check rule ids to switch off for this run (kbrl-eval-kernel --list-rules lists them)."},
+    {"eval.rules_warn", setting_kind::string_list, "[]",
+     "Static-check rule ids that only warn (reported in hack_flags, not rejected)."},
+    {"eval.rules_error", setting_kind::string_list, "[]",
+     "Static-check rule ids that reject a candidate even if they only warn by default."},
     {"eval.queue_capacity", setting_kind::integer, "64",
      "Evaluation requests an evaluator node keeps waiting; more are answered busy.", {}, 1},
     {"eval.restart_limit", setting_kind::integer, "5",

@@ -198,6 +198,7 @@ eval_result eval_engine::evaluate(const eval_request& req) {
 
   // 1. Static checks: hostile or lazy code is refused before a process sees it.
   static_check_options sco;
+  sco.overrides = opts_.rule_overrides;
   sco.backend = req.task.backend;
   sco.precision = req.task.precision;
   auto checks = check_candidate(req.candidate_source, sco);

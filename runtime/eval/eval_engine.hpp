@@ -13,6 +13,7 @@
 //   every `recycle_after` evaluations, or RSS above `recycle_rss_mb`: a fresh worker
 
 #include "messages/data.hpp"
+#include "runtime/eval/static_checks.hpp"
 #include "runtime/eval/worker_process.hpp"
 
 #include <caf/expected.hpp>
@@ -33,6 +34,8 @@ struct engine_options {
   std::chrono::milliseconds start_timeout{120000}; ///< importing torch + first CUDA context
   std::chrono::milliseconds canary_timeout{30000};
   size_t excerpt_bytes = 4000;      ///< longest error excerpt kept
+  /// Per-run severities of static-check rules (validated with validate_overrides()).
+  std::map<std::string, severity> rule_overrides;
 };
 
 /// The stable identity of a piece of source: FNV-1a 64 of the text, as 16 hex digits.

@@ -200,6 +200,11 @@ eval::engine_options evaluation_engine_options(const config::run_config& run) {
   o.recycle_after = static_cast<uint32_t>(run.get_int("eval.recycle_after"));
   o.recycle_rss_mb = run.get_real("eval.recycle_rss_mb");
   o.suspicious_speedup = run.get_real("eval.suspicious_speedup");
+  for (auto& [key, level] : {std::pair{"eval.rules_off", eval::severity::off},
+                             std::pair{"eval.rules_warn", eval::severity::warning},
+                             std::pair{"eval.rules_error", eval::severity::error}})
+    for (auto& rule : run.get_string_list(key))
+      o.rule_overrides[rule] = level;
   return o;
 }
 
@@ -271,6 +276,8 @@ caf::expected<node_plan> plan_node(const node_launch& launch) {
   for (auto& o : launch.overrides)
     if (auto err = plan.run.apply_override(o))
       return err;
+  if (auto ok = eval::validate_overrides(evaluation_engine_options(plan.run).rule_overrides); !ok)
+    return ok.error();
   plan.run_dir = plan.run.get_string("run.dir") + "/" + plan.run.get_string("run.name");
   return plan;
 }

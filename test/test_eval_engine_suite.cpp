@@ -1,0 +1,185 @@
+// The evaluation engine end to end with the real Python worker (torch on the CPU here; CUDA and
+// Triton candidates run where a GPU is present): every candidate in test/data/candidates_runtime
+// declares in its first line what the worker must answer ("# kbrl-test: problem=... expect_...").
+// After each one - crashes, hangs, hacks - the same engine evaluates a good candidate correctly.
+
+#include "runtime/device/devices.hpp"
+#include "runtime/eval/eval_engine.hpp"
+#include "runtime/eval/problems.hpp"
+#include "test_support.hpp"
+
+#include <boost/test/unit_test.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+using namespace kbrl;
+using namespace kbrl::eval;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string data(const std::string& rel) {
+  return std::string(KBRL_TEST_DATA) + "/" + rel;
+}
+
+std::string read(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+/// The key=value pairs of a candidate's "# kbrl-test:" line.
+std::map<std::string, std::string> expectations(const std::string& source) {
+  std::map<std::string, std::string> out;
+  auto first = source.substr(0, source.find('\n'));
+  auto pos = first.find("kbrl-test:");
+  if (pos == std::string::npos)
+    return out;
+  std::istringstream words(first.substr(pos + 10));
+  std::string w;
+  while (words >> w) {
+    auto eq = w.find('=');
+    if (eq != std::string::npos)
+      out[w.substr(0, eq)] = w.substr(eq + 1);
+  }
+  return out;
+}
+
+struct engine_fixture {
+  test::temp_dir dir;
+  engine_options opts;
+  bool cuda = cuda_device_count() > 0;
+
+  engine_fixture() {
+    opts.worker.python = cuda ? "python3" : "/usr/bin/python3";
+    opts.worker.script = std::string(KBRL_SOURCE_DIR) + "/tools/kbrl_eval_worker.py";
+    opts.worker.scratch_dir = dir / "scratch";
+    opts.worker.extensions_dir = dir / "extensions";
+    opts.worker.gpu = cuda ? 0 : -1;
+  }
+
+  eval_request request(const std::string& candidate_file, uint64_t id) {
+    auto source = read(candidate_file);
+    auto exp = expectations(source);
+    auto prob = load_problem_file(data("problems/" + exp["problem"]));
+    BOOST_REQUIRE_MESSAGE(prob, test::why(prob));
+    eval_request req;
+    req.id = id;
+    req.candidate_source = source;
+    req.task = *prob;
+    req.task.backend = kernel_backend::torch;
+    if (exp.count("backend"))
+      req.task.backend = exp["backend"] == "cuda" ? kernel_backend::cuda : kernel_backend::triton;
+    if (exp["precision"] == "bf16")
+      req.task.precision = kernel_precision::bf16;
+    req.timing.perf_trials = exp.count("perf_trials") ? std::stoi(exp["perf_trials"]) : 0;
+    req.timing.measure_performance = req.timing.perf_trials > 0;
+    req.timing.timeout_s = exp.count("timeout_s") ? std::stod(exp["timeout_s"]) : 60;
+    req.trace = fs::path(candidate_file).filename().string();
+    return req;
+  }
+
+  void check_good_after(eval_engine& engine, const std::string& after, uint64_t id) {
+    auto good = engine.evaluate(request(data("candidates_runtime/relu_correct_clamp.py"), id));
+    BOOST_CHECK_MESSAGE(good.correct, "a good candidate after " << after << " was not judged "
+                                                                << "correct: "
+                                                                << to_string(good.error) << " "
+                                                                << good.error_excerpt);
+  }
+};
+
+/// What the engine reports for a worker expectation ("killed": the engine kills at the deadline).
+eval_error expected_error(const std::string& word) {
+  if (word == "killed")
+    return eval_error::timeout;
+  for (auto e : {eval_error::none, eval_error::compile, eval_error::runtime, eval_error::mismatch,
+                 eval_error::timeout, eval_error::crashed})
+    if (word == to_string(e))
+      return e;
+  return eval_error::infrastructure;
+}
+
+} // namespace
+
+BOOST_FIXTURE_TEST_SUITE(eval_engine_suite, engine_fixture)
+
+BOOST_AUTO_TEST_CASE(every_runtime_candidate_gets_its_verdict_and_the_engine_recovers) {
+  // Static rules off: this exercises what the worker itself detects at run time.
+  for (auto& rule : all_rules())
+    opts.rule_overrides[rule.id] = severity::off;
+  eval_engine engine{opts};
+  std::vector<std::string> files;
+  for (auto& e : fs::directory_iterator(data("candidates_runtime")))
+    files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  uint64_t id = 1;
+  size_t checked = 0;
+  for (auto& file : files) {
+    auto exp = expectations(read(file));
+    auto name = fs::path(file).filename().string();
+    auto req = exp["requires"];
+    if ((req == "cuda" || req == "triton") && !cuda)
+      continue;
+    if (req == "cpu" && cuda)
+      continue;
+    BOOST_TEST_CONTEXT(name) {
+      auto res = engine.evaluate(request(file, id++));
+      auto want = expected_error(exp["expect_error"]);
+      BOOST_CHECK_MESSAGE(res.error == want, name << ": got " << to_string(res.error)
+                                                  << ", expected " << exp["expect_error"]
+                                                  << "; " << res.error_excerpt.substr(0, 300));
+      if (exp.count("expect_correct"))
+        BOOST_CHECK_EQUAL(res.correct, exp["expect_correct"] == "true");
+      if (exp.count("expect_flags")) {
+        std::istringstream flags(exp["expect_flags"]);
+        std::string f;
+        while (std::getline(flags, f, ','))
+          BOOST_CHECK_MESSAGE(std::find(res.hack_flags.begin(), res.hack_flags.end(), f)
+                                != res.hack_flags.end(),
+                              name << ": flag " << f << " missing");
+      }
+      ++checked;
+      check_good_after(engine, name, id++);
+    }
+  }
+  BOOST_TEST_MESSAGE(checked << " candidates checked; " << engine.workers_started()
+                             << " workers started");
+  BOOST_CHECK_GE(checked, 25u);
+  BOOST_CHECK_GE(engine.workers_started(), 2u); // crashes and hangs cost a worker each
+}
+
+BOOST_AUTO_TEST_CASE(static_checks_refuse_hacks_before_any_process_runs) {
+  eval_engine engine{opts};
+  size_t refused = 0;
+  for (auto name : {"relu_cached_output.py", "relu_cached_by_ptr.py", "relu_monkeypatch.py",
+                    "matmul_changes_flags.py", "relu_segfault.py", "relu_sys_exit.py"}) {
+    auto res = engine.evaluate(request(data(std::string("candidates_runtime/") + name), 1));
+    BOOST_CHECK_MESSAGE(res.error == eval_error::static_check,
+                        name << ": " << to_string(res.error));
+    BOOST_CHECK(!res.hack_flags.empty());
+    refused += res.error == eval_error::static_check ? 1 : 0;
+  }
+  BOOST_CHECK_EQUAL(refused, 6u);
+  // Nothing above needed a worker.
+  BOOST_CHECK_EQUAL(engine.workers_started(), 0u);
+  check_good_after(engine, "the refused candidates", 2);
+  BOOST_CHECK_EQUAL(engine.workers_started(), 1u);
+}
+
+BOOST_AUTO_TEST_CASE(the_reference_is_timed_once_per_problem_and_settings) {
+  eval_engine engine{opts};
+  auto a = engine.evaluate(request(data("candidates_runtime/relu_correct_clamp.py"), 1));
+  auto b = engine.evaluate(request(data("candidates_runtime/relu_correct_clamp.py"), 2));
+  BOOST_REQUIRE(a.correct && b.correct);
+  BOOST_CHECK_GT(a.reference_runtime.trials, 0);
+  BOOST_CHECK_EQUAL(a.reference_runtime.mean_ms, b.reference_runtime.mean_ms);
+  BOOST_CHECK_EQUAL(engine.reference_cache_hits(), 1u);
+  BOOST_CHECK_GT(b.speedup, 0.0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -6,6 +6,7 @@
 #include "runtime/device/devices.hpp"
 #include "runtime/eval/eval_engine.hpp"
 #include "runtime/eval/problems.hpp"
+#include "runtime/eval/python_probe.hpp"
 #include "test_support.hpp"
 
 #include <boost/test/unit_test.hpp>
@@ -56,7 +57,7 @@ struct engine_fixture {
   bool cuda = cuda_device_count() > 0;
 
   engine_fixture() {
-    opts.worker.python = cuda ? "python3" : "/usr/bin/python3";
+    opts.worker.python = resolve_python("auto");
     opts.worker.script = std::string(KBRL_SOURCE_DIR) + "/tools/kbrl_eval_worker.py";
     opts.worker.scratch_dir = dir / "scratch";
     opts.worker.extensions_dir = dir / "extensions";

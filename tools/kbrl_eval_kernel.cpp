@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
     ->check(CLI::PositiveNumber);
   app.add_option("--gpu", gpu, "CUDA device; -1 (default) runs on the CPU");
   app.add_option("--isolation", isolation, "auto, bwrap, unshare or none (default: auto)");
-  app.add_option("--python", python, "Python with torch (default /usr/bin/python3)");
+  app.add_option("--python", python, "Python with torch (default: the first that imports it)");
   app.add_option("--scratch", scratch, "Scratch folder (default: a fresh one under /tmp)");
   app.add_flag("--json", json, "Print the verdict as JSON");
   app.add_flag("--list-rules", list_rules, "List the static-check rules and exit");

@@ -49,8 +49,9 @@ const std::vector<setting>& all_settings() {
     {"node.status_interval_s", setting_kind::real, "10.0",
      "Seconds between the one-line summaries of its actors that a node logs.", {}, 0, inf,
      exclusive},
-    {"eval.python", setting_kind::string, "\"/usr/bin/python3\"",
-     "Python interpreter (with torch) that runs the evaluation workers."},
+    {"eval.python", setting_kind::string, "\"auto\"",
+     "Python interpreter (with torch) that runs the evaluation workers; auto: the first of "
+     "$KBRL_PYTHON, python3 on PATH and /usr/bin/python3 that imports torch."},
     {"eval.worker_script", setting_kind::string, "\"\"",
      "Path of kbrl_eval_worker.py; empty: the tools/ folder next to the kbrl executables, or of "
      "the source tree."},

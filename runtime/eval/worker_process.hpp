@@ -36,7 +36,7 @@ isolation_mode resolve_isolation(isolation_mode requested);
 
 /// How to start a worker. Every field states its default.
 struct worker_options {
-  std::string python = "/usr/bin/python3"; ///< interpreter with torch
+  std::string python = "/usr/bin/python3"; ///< interpreter with torch (see python_probe.hpp)
   std::string script;              ///< path of kbrl_eval_worker.py
   std::string scratch_dir;         ///< private, writable; created if missing
   std::string extensions_dir;      ///< shared build cache (TORCH_EXTENSIONS_DIR); created if missing

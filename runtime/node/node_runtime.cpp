@@ -3,6 +3,7 @@
 #include "actors/node.hpp"
 #include "messages/type_ids.hpp"
 #include "runtime/device/devices.hpp"
+#include "runtime/eval/python_probe.hpp"
 #include "runtime/io/text.hpp"
 #include "runtime/node/logging.hpp"
 #include "runtime/node/role_plan.hpp"
@@ -188,7 +189,7 @@ std::string default_worker_script() {
 
 eval::engine_options evaluation_engine_options(const config::run_config& run) {
   eval::engine_options o;
-  o.worker.python = run.get_string("eval.python");
+  o.worker.python = eval::resolve_python(run.get_string("eval.python"));
   o.worker.script = run.get_string("eval.worker_script");
   if (o.worker.script.empty())
     o.worker.script = default_worker_script();

@@ -34,20 +34,32 @@ std::string read(const std::string& path) {
   return ss.str();
 }
 
-/// The key=value pairs of a candidate's "# kbrl-test:" line.
-std::map<std::string, std::string> expectations(const std::string& source) {
-  std::map<std::string, std::string> out;
-  auto first = source.substr(0, source.find('\n'));
-  auto pos = first.find("kbrl-test:");
-  if (pos == std::string::npos)
-    return out;
-  std::istringstream words(first.substr(pos + 10));
-  std::string w;
-  while (words >> w) {
-    auto eq = w.find('=');
-    if (eq != std::string::npos)
-      out[w.substr(0, eq)] = w.substr(eq + 1);
+/// The key=value pairs of a candidate's "# kbrl-test:" lines. Where a GPU is present, a key with
+/// the suffix _cuda (expect_error_cuda=...) replaces the plain one.
+std::map<std::string, std::string> expectations(const std::string& source, bool cuda) {
+  std::map<std::string, std::string> out, on_cuda;
+  std::istringstream lines(source);
+  std::string line;
+  while (std::getline(lines, line)) {
+    auto pos = line.find("kbrl-test:");
+    if (line.rfind("#", 0) != 0 || pos == std::string::npos)
+      continue;
+    std::istringstream words(line.substr(pos + 10));
+    std::string w;
+    while (words >> w) {
+      auto eq = w.find('=');
+      if (eq == std::string::npos)
+        continue;
+      auto key = w.substr(0, eq);
+      if (key.size() > 5 && key.compare(key.size() - 5, 5, "_cuda") == 0)
+        on_cuda[key.substr(0, key.size() - 5)] = w.substr(eq + 1);
+      else
+        out[key] = w.substr(eq + 1);
+    }
   }
+  if (cuda)
+    for (auto& [k, v] : on_cuda)
+      out[k] = v;
   return out;
 }
 
@@ -66,7 +78,7 @@ struct engine_fixture {
 
   eval_request request(const std::string& candidate_file, uint64_t id) {
     auto source = read(candidate_file);
-    auto exp = expectations(source);
+    auto exp = expectations(source, cuda);
     auto prob = load_problem_file(data("problems/" + exp["problem"]));
     BOOST_REQUIRE_MESSAGE(prob, test::why(prob));
     eval_request req;
@@ -121,7 +133,7 @@ BOOST_AUTO_TEST_CASE(every_runtime_candidate_gets_its_verdict_and_the_engine_rec
   uint64_t id = 1;
   size_t checked = 0;
   for (auto& file : files) {
-    auto exp = expectations(read(file));
+    auto exp = expectations(read(file), cuda);
     auto name = fs::path(file).filename().string();
     auto req = exp["requires"];
     if ((req == "cuda" || req == "triton") && !cuda)

@@ -35,7 +35,7 @@ void spawn_evaluator(self_ptr self, evaluator_slot& slot) {
   stats.last_error = slot.last_error;
   slot.handle = self->system().spawn<caf::detached>(evaluator, stats, slot.gpu, slot.engine);
   self->monitor(slot.handle);
-  (*self->state.live_evaluators)[slot.name] = caf::actor_cast<caf::actor>(slot.handle);
+  (*self->state.live_evaluators)[slot.name] = slot.handle.address();
   slot.state = "running";
   slot.busy = false;
   slot.since_ms = now_unix_ms();
@@ -189,8 +189,9 @@ evaluator_supervisor(evaluator_supervisor_pointer self, actor_stats stats,
   });
   // Evaluators are detached actors with their own threads: stop them with the supervisor.
   self->attach_functor([live = st.live_evaluators](const caf::error&) {
-    for (auto& [name, handle] : *live)
-      caf::anon_send_exit(handle, caf::exit_reason::user_shutdown);
+    for (auto& [name, addr] : *live)
+      if (auto handle = caf::actor_cast<caf::actor>(addr))
+        caf::anon_send_exit(handle, caf::exit_reason::user_shutdown);
   });
 
   return {
@@ -269,8 +270,15 @@ evaluator_supervisor(evaluator_supervisor_pointer self, actor_stats stats,
         self->send_exit(slot->handle, make_error(errc::worker_crashed, "restarted by hand"));
         return "restarting " + name;
       }
-      return self->delegate(caf::actor_cast<status_actor>(slot->handle), control_atom::value, verb,
-                            args);
+      // Relayed, not delegated: an answer sent straight from the (detached) evaluator to a remote
+      // requester can sit in the middleman past shutdown with a reference to the evaluator, and
+      // the actor system then waits forever for that evaluator's thread.
+      auto rp = self->make_response_promise<std::string>();
+      self->request(caf::actor_cast<status_actor>(slot->handle), std::chrono::seconds(15),
+                    control_atom::value, verb, args)
+        .then([rp](std::string& answer) mutable { rp.deliver(std::move(answer)); },
+              [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+      return rp;
     },
     [self](start_atom, const std::string& name) {
       auto* slot = slot_by_name(self, name);

@@ -74,8 +74,10 @@ struct evaluator_supervisor_state {
   uint64_t refused_busy = 0;
   /// The current evaluator of each slot, shared with the clean-up that stops them when the
   /// supervisor ends (that clean-up runs after this state is gone, so it must not touch it).
-  std::shared_ptr<std::map<std::string, caf::actor>> live_evaluators =
-    std::make_shared<std::map<std::string, caf::actor>>();
+  /// Weak addresses: a strong handle kept here would keep a stopped evaluator alive, and
+  /// the actor system waits for every detached actor to be destroyed before it exits.
+  std::shared_ptr<std::map<std::string, caf::actor_addr>> live_evaluators =
+    std::make_shared<std::map<std::string, caf::actor_addr>>();
 };
 
 using evaluator_supervisor_pointer =

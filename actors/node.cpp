@@ -264,13 +264,15 @@ node_actor::behavior_type node(node_pointer self, node_settings settings) {
   st.children.insert(st.children.end(), roles.begin(), roles.end());
   // Children are monitored, not linked (a crashing role actor must not take the node down), so
   // they are stopped explicitly when the node actor ends for any reason.
-  std::vector<caf::actor> kids;
+  // Weak addresses, so this clean-up keeps no stopped child alive.
+  std::vector<caf::actor_addr> kids;
   for (auto& c : st.children)
     if (st.owned_by_handle.count(c.name) == 0)
-      kids.push_back(c.handle);
+      kids.push_back(c.handle.address());
   self->attach_functor([kids](const caf::error&) {
-    for (auto& k : kids)
-      caf::anon_send_exit(k, caf::exit_reason::user_shutdown);
+    for (auto& addr : kids)
+      if (auto k = caf::actor_cast<caf::actor>(addr))
+        caf::anon_send_exit(k, caf::exit_reason::user_shutdown);
   });
 
   self->set_down_handler([self](const caf::down_msg& msg) {

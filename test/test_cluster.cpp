@@ -209,6 +209,37 @@ BOOST_AUTO_TEST_CASE(single_node_runs_all_roles_and_stops_on_time) {
   BOOST_CHECK(std::filesystem::exists(dir / "runs/solo/logs/local.log"));
 }
 
+BOOST_AUTO_TEST_CASE(the_shell_restarts_an_evaluator_by_hand) {
+  write_plain_manifest({{"head", "[\"evaluator\"]", "[]"}});
+  auto head = start("head", "evaluator");
+  BOOST_REQUIRE_MESSAGE(eventually(
+                          [&] {
+                            return shell("head", "status head/evaluator.0").output.find(
+                                     "\"state\":\"idle\"")
+                                   != std::string::npos;
+                          },
+                          30s),
+                        shell("head", "status head/evaluator.0", false).output << head.output());
+  auto restart = shell("head", "restart head/evaluator.0", false);
+  BOOST_CHECK_EQUAL(restart.code, 0);
+  BOOST_CHECK_MESSAGE(restart.output.find("restarting head/evaluator.0") != std::string::npos,
+                      restart.output);
+  BOOST_CHECK_MESSAGE(
+    eventually(
+      [&] {
+        auto st = shell("head", "status head/evaluator.0").output;
+        return st.find("\"restarts\":1") != std::string::npos
+               && st.find("restarted by hand") != std::string::npos;
+      },
+      20s),
+    shell("head", "status head/evaluator.0", false).output);
+  auto verbs = shell("head", "dance head/evaluator.0", false);
+  BOOST_CHECK_EQUAL(verbs.code, 1);
+  head.signal(SIGTERM);
+  BOOST_CHECK_EQUAL(head.wait_exit(20s), 0);
+  BOOST_TEST_MESSAGE(head.output());
+}
+
 BOOST_AUTO_TEST_CASE(bad_input_is_refused_before_anything_starts) {
   write_plain_manifest({{"head", "[\"learner\"]", "[]"}, {"gpu1", "[\"evaluator\"]", "[0]"}});
   auto wrong_role = run_command({node_bin(), "--role", "sampler", "--manifest", manifest,

@@ -6,6 +6,7 @@
 
 #include "actors/evaluator_supervisor.hpp"
 #include "messages/type_ids.hpp"
+#include "cluster_fixture.hpp"
 #include "test_support.hpp"
 
 #include <caf/all.hpp>
@@ -185,6 +186,39 @@ BOOST_AUTO_TEST_CASE(a_worker_killed_between_requests_costs_no_verdict) {
   BOOST_CHECK(said.find("killed worker pid") != std::string::npos);
   auto next = evaluate_one(sup, request(2, "# innocent"));
   BOOST_CHECK(next.correct);
+  stop(sup);
+}
+
+BOOST_AUTO_TEST_CASE(a_worker_killed_mid_request_answers_that_request_once) {
+  auto sup = spawn(1);
+  evaluate_one(sup, request(1, "# ok"));
+  caf::scoped_actor self{*sys};
+  auto slow = self->request(sup, 60s, evaluate_atom::value, request(2, "#slow 5"));
+  auto queued = self->request(sup, 60s, evaluate_atom::value, request(3, "# behind it"));
+  // Kill -9 the stand-in worker while it evaluates, as the OOM killer or an operator would.
+  std::this_thread::sleep_for(1s);
+  auto pids = test::run_command({"pgrep", "-f", "hostile_worker.py"}).output;
+  BOOST_REQUIRE_MESSAGE(!pids.empty(), "no worker process found");
+  test::run_command({"pkill", "-9", "-f", "hostile_worker.py"});
+  int answers = 0;
+  slow.receive(
+    [&](eval_result& r) {
+      ++answers;
+      BOOST_CHECK(r.error == eval_error::crashed);
+      BOOST_CHECK_MESSAGE(r.error_excerpt.find("SIGKILL") != std::string::npos, r.error_excerpt);
+    },
+    [&](caf::error& e) { BOOST_FAIL(sys->render(e)); });
+  queued.receive(
+    [&](eval_result& r) {
+      ++answers;
+      BOOST_CHECK(r.correct); // re-run on the fresh worker
+    },
+    [&](caf::error& e) { BOOST_FAIL(sys->render(e)); });
+  BOOST_CHECK_EQUAL(answers, 2);
+  // No second answer for either request arrives later.
+  bool extra = false;
+  self->receive([&](eval_result&) { extra = true; }, caf::after(500ms) >> [] {});
+  BOOST_CHECK(!extra);
   stop(sup);
 }
 

@@ -195,4 +195,19 @@ BOOST_AUTO_TEST_CASE(the_reference_is_timed_once_per_problem_and_settings) {
   BOOST_CHECK_GT(b.speedup, 0.0);
 }
 
+BOOST_AUTO_TEST_CASE(reference_timings_are_reused_across_runs) {
+  opts.reference_cache_file = dir / "cache/reference_times.jsonl";
+  {
+    eval_engine first_run{opts};
+    auto a = first_run.evaluate(request(data("candidates_runtime/relu_correct_clamp.py"), 1));
+    BOOST_REQUIRE(a.correct);
+    BOOST_CHECK_EQUAL(first_run.reference_cache_hits(), 0u);
+  }
+  eval_engine second_run{opts}; // a new engine, as in a later run
+  auto b = second_run.evaluate(request(data("candidates_runtime/relu_correct_clamp.py"), 2));
+  BOOST_REQUIRE(b.correct);
+  BOOST_CHECK_EQUAL(second_run.reference_cache_hits(), 1u);
+  BOOST_CHECK_GT(b.reference_runtime.trials, 0);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

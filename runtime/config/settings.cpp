@@ -74,6 +74,8 @@ const std::vector<setting>& all_settings() {
     {"eval.suspicious_speedup", setting_kind::real, "10.0",
      "Speedups above this are flagged suspicious_speedup (as KernelBench's excessive-speedup "
      "check).", {}, 1},
+    {"eval.cache_dir", setting_kind::string, "\"\"",
+     "Folder of caches shared by runs (reference timings); empty: <run.dir>/.cache."},
     {"eval.rules_off", setting_kind::string_list, "[]",
      "Static-check rule ids to switch off for this run (kbrl-eval-kernel --list-rules lists them)."},
     {"eval.rules_warn", setting_kind::string_list, "[]",

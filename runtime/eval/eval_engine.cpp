@@ -7,6 +7,10 @@
 #include <simdjson.h>
 
 #include <cstdio>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
 
 namespace kbrl::eval {
 
@@ -85,6 +89,44 @@ std::string source_hash(std::string_view text) {
 }
 
 eval_engine::eval_engine(engine_options opts) : opts_(std::move(opts)) {
+  load_reference_cache();
+}
+
+void eval_engine::load_reference_cache() {
+  if (opts_.reference_cache_file.empty())
+    return;
+  std::ifstream in(opts_.reference_cache_file);
+  std::string line;
+  simdjson::dom::parser parser;
+  while (std::getline(in, line)) {
+    simdjson::dom::element doc;
+    if (parser.parse(line).get(doc))
+      continue; // a torn last line from a crash: skip it
+    auto key = text(doc, "key");
+    auto st = read_stats(doc, "runtime");
+    if (!key.empty() && st.trials > 0)
+      reference_times_[key] = st;
+  }
+}
+
+void eval_engine::remember_reference(const std::string& key, const runtime_stats& st) {
+  reference_times_[key] = st;
+  if (opts_.reference_cache_file.empty())
+    return;
+  json_writer w;
+  w.begin_object().field("key", key).key("runtime").begin_object()
+    .field("mean_ms", st.mean_ms).field("std_ms", st.std_ms).field("min_ms", st.min_ms)
+    .field("max_ms", st.max_ms).field("trials", st.trials).end_object().end_object();
+  auto line = w.str() + "\n";
+  // One write of a whole line with O_APPEND: evaluators sharing the file do not interleave.
+  std::error_code ec;
+  std::filesystem::create_directories(
+    std::filesystem::path(opts_.reference_cache_file).parent_path(), ec);
+  int fd = ::open(opts_.reference_cache_file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (fd >= 0) {
+    (void)!::write(fd, line.data(), line.size());
+    ::close(fd);
+  }
 }
 
 eval_engine::~eval_engine() {
@@ -304,7 +346,7 @@ eval_result eval_engine::evaluate(const eval_request& req) {
   if (time_reference) {
     res.reference_runtime = read_stats(doc, "reference_runtime");
     if (res.reference_runtime.trials > 0)
-      reference_times_[key] = res.reference_runtime;
+      remember_reference(key, res.reference_runtime);
   } else if (cached != reference_times_.end()) {
     res.reference_runtime = cached->second;
     ++ref_cache_hits_;

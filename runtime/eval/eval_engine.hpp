@@ -36,6 +36,9 @@ struct engine_options {
   size_t excerpt_bytes = 4000;      ///< longest error excerpt kept
   /// Per-run severities of static-check rules (validated with validate_overrides()).
   std::map<std::string, severity> rule_overrides;
+  /// JSONL file of reference timings shared across engines and runs (one line per problem,
+  /// device, precision and timing settings); empty keeps them in memory only.
+  std::string reference_cache_file;
 };
 
 /// The stable identity of a piece of source: FNV-1a 64 of the text, as 16 hex digits.
@@ -73,6 +76,8 @@ public:
   pid_t worker_pid() const;
 
 private:
+  void load_reference_cache();
+  void remember_reference(const std::string& key, const runtime_stats& st);
   caf::expected<std::string> request(const std::string& json, std::chrono::milliseconds deadline);
   void maybe_recycle();
   bool canary_ok();

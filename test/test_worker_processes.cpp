@@ -160,8 +160,8 @@ BOOST_AUTO_TEST_CASE(isolation_blocks_network_writes_and_fork_storms) {
   BOOST_CHECK(!reached);
   ::close(srv);
 
-  // Outside /tmp (which is a private tmpfs inside the sandbox): the host's read-only view.
-  auto outside = std::string(KBRL_BUILD_DIR) + "/outside-" + std::to_string(::getpid()) + ".txt";
+  // Next to the scratch folder, in the test's own temp folder: read-only inside the sandbox.
+  auto outside = dir / "outside.txt";
   auto wr = parse(call(R"({"op":"write","id":3,"path":")" + outside + "\"}"));
   bool written = true;
   BOOST_REQUIRE(!wr["written"].get(written));

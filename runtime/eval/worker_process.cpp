@@ -76,9 +76,11 @@ std::vector<std::string> isolation_prefix(isolation_mode mode, const worker_opti
       return {"bwrap",         "--die-with-parent", "--unshare-net", "--unshare-ipc",
               "--unshare-pid", "--new-session",     "--ro-bind",     "/",
               "/",             "--dev-bind",        "/dev",          "/dev",
-              "--proc",        "/proc",             "--tmpfs",       "/tmp",
-              "--bind",        o.scratch_dir,       o.scratch_dir,   "--bind",
-              o.extensions_dir, o.extensions_dir,   "--chdir",       o.scratch_dir};
+              "--proc",        "/proc",             "--bind",        o.scratch_dir,
+              o.scratch_dir,   "--bind",            o.extensions_dir, o.extensions_dir,
+              "--chdir",       o.scratch_dir};
+      // No private /tmp: the host's is read-only in here like the rest of /, and kbrl itself (the
+      // worker script, a checkout under /tmp) may live there. TMPDIR and HOME point at scratch.
     case isolation_mode::unshare:
       return {"unshare", "--net"};
     default:

@@ -7,8 +7,8 @@
 // and can never corrupt the protocol.
 //
 // Isolation, chosen by `isolation` (see isolation_mode) and probed once per process:
-//   bwrap    no network, a read-only view of / except the scratch and build directories, private
-//            /tmp, its own PID namespace (a fork storm dies with it), dies with its parent
+//   bwrap    no network, a read-only view of / (/tmp included) except the scratch and build
+//            directories, its own PID namespace (a fork storm dies with it), dies with its parent
 //   unshare  no network only (root only; `unshare -n`)
 //   none     no namespaces (logged as a warning by the caller)
 // In every mode: its own session (the whole group is killed on timeout), limits on processes,

@@ -474,6 +474,51 @@ class Worker:
                 ans["error"] = "%s: %s" % (type(e).__name__, e)
         return ans
 
+    def op_build(self, req):
+        """Builds a candidate's extensions ahead of its evaluation, on a worker without a GPU:
+        runs the candidate program's module-level code (where load_inline is called) with
+        TORCH_EXTENSIONS_DIR at the hash-keyed build_dir, so the GPU worker finds the built
+        library there and only loads it. Nothing is run on a device."""
+        rid = req["id"]
+        if self.torch_error:
+            return {"id": rid, "ok": False, "error": "infrastructure",
+                    "error_excerpt": self.torch_error}
+        t0 = _now()
+        self.counter += 1
+        build_dir = req.get("build_dir") or os.path.join(self.scratch, "build")
+        work = os.path.join(self.scratch, "build-%d" % self.counter)
+        os.makedirs(work, exist_ok=True)
+        os.makedirs(build_dir, exist_ok=True)
+        path = os.path.join(work, "candidate.py")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(req["candidate"])
+        name = "kbrl_build_%d_%d" % (os.getpid(), self.counter)
+        mod = types.ModuleType(name)
+        mod.__file__ = path
+        mod.__builtins__ = builtins
+        old = os.environ.get("TORCH_EXTENSIONS_DIR")
+        os.environ["TORCH_EXTENSIONS_DIR"] = build_dir
+        sys.modules[name] = mod
+        replacements = [(work + os.sep, ""), (build_dir, "<build_dir>")]
+        try:
+            exec(compile(req["candidate"], path, "exec", dont_inherit=True), mod.__dict__)
+            ans = {"id": rid, "ok": True, "error": "none", "error_excerpt": ""}
+        except SyntaxError as e:
+            ans = {"id": rid, "ok": False, "error": "compile",
+                   "error_excerpt": _truncate("%s: %s (line %s)" % (type(e).__name__, e.msg,
+                                                                     e.lineno))}
+        except BaseException as e:  # noqa: BLE001 - any failure here is the candidate's build
+            ans = {"id": rid, "ok": False, "error": "compile",
+                   "error_excerpt": format_exception(e, [path], replacements)}
+        finally:
+            sys.modules.pop(name, None)
+            if old is None:
+                os.environ.pop("TORCH_EXTENSIONS_DIR", None)
+            else:
+                os.environ["TORCH_EXTENSIONS_DIR"] = old
+        ans["compile_seconds"] = _now() - t0
+        return ans
+
     def op_evaluate(self, req):
         self.evaluations += 1
         self.counter += 1
@@ -1172,7 +1217,7 @@ def _on_alarm(signum, frame):
 
 def serve(worker, infile, outfile):
     ops = {"hello": worker.op_hello, "evaluate": worker.op_evaluate, "canary": worker.op_canary,
-           "stats": worker.op_stats}
+           "stats": worker.op_stats, "build": worker.op_build}
     while True:
         line = infile.readline()
         if not line:

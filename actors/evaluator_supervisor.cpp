@@ -1,5 +1,6 @@
 #include "actors/evaluator_supervisor.hpp"
 
+#include "actors/builder.hpp"
 #include "actors/evaluator.hpp"
 #include "runtime/io/text.hpp"
 
@@ -124,6 +125,119 @@ void dispatch(self_ptr self) {
     }
 }
 
+// -- builds ahead ---------------------------------------------------------------------------------
+
+/// Whether a candidate of this backend builds its extensions when its program is loaded
+/// (load_inline), so that a CPU builder can do it; Triton and friends compile on the GPU.
+bool builds_ahead(kernel_backend b) {
+  return b == kernel_backend::cuda || b == kernel_backend::hip || b == kernel_backend::torch;
+}
+
+void spawn_builder(self_ptr self, builder_slot& slot) {
+  actor_stats stats;
+  stats.name = slot.name;
+  stats.role = "builder";
+  stats.node = self->state.stats.node;
+  stats.restarts = slot.restarts;
+  auto opts = self->state.builder_engine;
+  opts.worker.scratch_dir += "/" + slot.name.substr(slot.name.find('/') + 1);
+  slot.handle = self->system().spawn<caf::detached>(builder, stats, opts);
+  self->monitor(slot.handle);
+  (*self->state.live_evaluators)[slot.name] = slot.handle.address();
+  slot.busy = false;
+}
+
+void dispatch_builds(self_ptr self);
+
+/// A build ended: release its requests to the GPUs, or answer them all with its failure.
+void finish_build(self_ptr self, const std::string& key, eval_result res, bool usable) {
+  auto& st = self->state;
+  auto waiting = std::move(st.building[key]);
+  st.building.erase(key);
+  if (usable && res.compiled) {
+    st.built.insert(key);
+  } else if (usable && (res.error == eval_error::compile || res.error == eval_error::static_check)) {
+    st.build_failures[key] = res;
+    for (auto& item : waiting) {
+      auto copy = res;
+      copy.id = item.request.id;
+      deliver(self, item.promise, std::move(copy));
+    }
+    return;
+  }
+  // Built, or the builder could not say (it died or hung): the GPUs take it from here.
+  for (auto& item : waiting)
+    st.queue.push_back(std::move(item));
+  dispatch(self);
+}
+
+void dispatch_builds(self_ptr self) {
+  auto& st = self->state;
+  for (auto& slot : st.builders) {
+    if (st.build_queue.empty())
+      return;
+    if (slot.busy || !slot.handle)
+      continue;
+    auto key = st.build_queue.front();
+    st.build_queue.pop_front();
+    auto& first = st.building[key].front().request;
+    slot.busy = true;
+    ++slot.builds;
+    ++st.builds_started;
+    auto name = slot.name;
+    auto timeout = std::chrono::milliseconds(static_cast<int64_t>(first.timing.timeout_s * 1000))
+                   + st.settings.request_margin;
+    self->request(slot.handle, timeout, build_atom::value, first)
+      .then(
+        [self, key, name](eval_result& res) {
+          for (auto& b : self->state.builders)
+            if (b.name == name)
+              b.busy = false;
+          bool usable = res.error != eval_error::timeout && res.error != eval_error::crashed
+                        && res.error != eval_error::infrastructure;
+          finish_build(self, key, std::move(res), usable);
+          dispatch_builds(self);
+        },
+        [self, key, name](caf::error& err) {
+          spdlog::warn("{} failed while building: {}; the GPU will build it", name,
+                       self->system().render(err));
+          for (auto& b : self->state.builders)
+            if (b.name == name)
+              b.busy = false;
+          finish_build(self, key, eval_result{}, false);
+          dispatch_builds(self);
+        });
+  }
+}
+
+/// Routes a new request: through a build first where that helps, else straight to the GPUs.
+void admit(self_ptr self, pending_evaluation item) {
+  auto& st = self->state;
+  if (st.builders.empty() || !builds_ahead(item.request.task.backend)) {
+    st.queue.push_back(std::move(item));
+    dispatch(self);
+    return;
+  }
+  auto key = eval::source_hash(item.request.candidate_source);
+  if (st.built.count(key) > 0) {
+    ++st.builds_reused;
+    st.queue.push_back(std::move(item));
+    dispatch(self);
+  } else if (auto f = st.build_failures.find(key); f != st.build_failures.end()) {
+    ++st.builds_reused;
+    auto copy = f->second;
+    copy.id = item.request.id;
+    deliver(self, item.promise, std::move(copy));
+  } else if (auto b = st.building.find(key); b != st.building.end()) {
+    ++st.builds_reused; // a duplicate: it waits for the first copy's build
+    b->second.push_back(std::move(item));
+  } else {
+    st.building[key].push_back(std::move(item));
+    st.build_queue.push_back(key);
+    dispatch_builds(self);
+  }
+}
+
 void restart_or_degrade(self_ptr self, evaluator_slot& slot, const std::string& reason) {
   auto& set = self->state.settings;
   auto now = now_unix_ms();
@@ -173,15 +287,34 @@ actor_status slot_status(self_ptr self, const evaluator_slot& slot) {
 
 evaluator_supervisor_actor::behavior_type
 evaluator_supervisor(evaluator_supervisor_pointer self, actor_stats stats,
-                     supervisor_settings settings, std::vector<evaluator_slot> slots) {
+                     supervisor_settings settings, std::vector<evaluator_slot> slots,
+                     eval::engine_options builder_engine) {
   auto& st = self->state;
   st.stats = std::move(stats);
   st.settings = settings;
   st.slots = std::move(slots);
+  st.builder_engine = std::move(builder_engine);
   for (auto& slot : st.slots)
     spawn_evaluator(self, slot);
+  for (size_t i = 0; i < settings.build_workers; ++i) {
+    builder_slot b;
+    b.name = actor_name(st.stats.node, "builder", static_cast<int>(i));
+    st.builders.push_back(std::move(b));
+    spawn_builder(self, st.builders.back());
+  }
 
   self->set_down_handler([self](const caf::down_msg& msg) {
+    for (auto& b : self->state.builders)
+      if (b.handle && b.handle.address() == msg.source) {
+        // A builder holds no verdicts (its request's error handler re-routes the candidate):
+        // start a fresh one.
+        b.last_error = self->system().render(msg.reason);
+        ++b.restarts;
+        spdlog::warn("{} stopped ({}); starting a fresh one", b.name, b.last_error);
+        spawn_builder(self, b);
+        dispatch_builds(self);
+        return;
+      }
     auto* slot = slot_by_address(self, msg.source);
     if (slot == nullptr)
       return;
@@ -214,7 +347,11 @@ evaluator_supervisor(evaluator_supervisor_pointer self, actor_stats stats,
          {"answered", std::to_string(st.answered)},
          {"refused (busy)", std::to_string(st.refused_busy)},
          {"restart budget", std::to_string(st.settings.restart_limit) + " per "
-                              + format_duration_ms(st.settings.restart_window.count())}},
+                              + format_duration_ms(st.settings.restart_window.count())},
+         {"builders", std::to_string(st.builders.size())},
+         {"builds", std::to_string(st.builds_started)},
+         {"builds reused (duplicates)", std::to_string(st.builds_reused)},
+         {"waiting for a build", std::to_string(st.building.size())}},
         {"restart"});
     },
     [self](control_atom, const std::string& verb,
@@ -233,15 +370,17 @@ evaluator_supervisor(evaluator_supervisor_pointer self, actor_stats stats,
     [self](evaluate_atom, eval_request& req) -> caf::result<eval_result> {
       auto& st = self->state;
       st.stats.count();
-      if (st.queue.size() >= st.settings.queue_capacity) {
+      size_t waiting = st.queue.size();
+      for (auto& [key, items] : st.building)
+        waiting += items.size();
+      if (waiting >= st.settings.queue_capacity) {
         ++st.refused_busy;
         return make_error(errc::busy, st.stats.name + " queue is full ("
                                         + std::to_string(st.settings.queue_capacity)
                                         + " waiting); retry later");
       }
       auto rp = self->make_response_promise<eval_result>();
-      st.queue.push_back({std::move(req), rp});
-      dispatch(self);
+      admit(self, pending_evaluation{std::move(req), rp});
       return rp;
     },
     [self](status_atom, actors_atom) -> std::vector<actor_status> {

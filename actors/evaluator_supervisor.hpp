@@ -20,6 +20,12 @@
 // twice; one that hangs an evaluator past its deadline gets a `crashed` verdict made here.
 // Requests queued behind a crash wait in the supervisor's queue and run on the fresh evaluator.
 // While every slot is degraded, queued requests are answered with an `infrastructure` verdict.
+//
+// Builds ahead (when build_workers > 0): a load_inline candidate first goes to a builder - a CPU
+// worker - so GPUs never wait for nvcc. Candidates are keyed by the hash of their source: a
+// duplicate waits for (or reuses) the first one's build and is never built twice; a failed build
+// is answered as a compile verdict for every copy without touching a GPU. A builder that dies or
+// hangs costs nothing but time: its candidates go to the GPUs, which build them themselves.
 
 #include "actors/actor_stats.hpp"
 #include "messages/type_ids.hpp"
@@ -28,6 +34,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include <deque>
+#include <set>
 #include <map>
 #include <memory>
 #include <optional>
@@ -41,6 +48,17 @@ struct supervisor_settings {
   std::chrono::milliseconds restart_window{60000};
   std::chrono::milliseconds degraded_backoff{30000}; ///< wait before a degraded slot retries
   std::chrono::milliseconds request_margin{30000};   ///< added to a request's own timeout
+  size_t build_workers = 0;                          ///< CPU builders; 0: GPUs build themselves
+};
+
+/// One CPU builder, as the supervisor sees it.
+struct builder_slot {
+  std::string name;
+  builder_actor handle;
+  bool busy = false;
+  uint64_t builds = 0;
+  uint64_t restarts = 0;
+  std::string last_error;
 };
 
 /// One GPU's evaluator, as the supervisor sees it.
@@ -72,6 +90,14 @@ struct evaluator_supervisor_state {
   std::deque<pending_evaluation> queue;
   uint64_t answered = 0;
   uint64_t refused_busy = 0;
+  eval::engine_options builder_engine;                       ///< template for builders
+  std::vector<builder_slot> builders;
+  std::deque<std::string> build_queue;                       ///< source hashes waiting to build
+  std::map<std::string, std::vector<pending_evaluation>> building; ///< hash -> its requests
+  std::set<std::string> built;                               ///< hashes built successfully
+  std::map<std::string, eval_result> build_failures;         ///< hash -> its compile verdict
+  uint64_t builds_started = 0;
+  uint64_t builds_reused = 0;
   /// The current evaluator of each slot, shared with the clean-up that stops them when the
   /// supervisor ends (that clean-up runs after this state is gone, so it must not touch it).
   /// Weak addresses: a strong handle kept here would keep a stopped evaluator alive, and
@@ -83,9 +109,11 @@ struct evaluator_supervisor_state {
 using evaluator_supervisor_pointer =
   evaluator_supervisor_actor::stateful_pointer<evaluator_supervisor_state>;
 
-/// Spawn with sys.spawn(evaluator_supervisor, stats, settings, slots (name, gpu, engine set)).
+/// Spawn with sys.spawn(evaluator_supervisor, stats, settings, slots (name, gpu, engine set),
+/// builder engine options (used when settings.build_workers > 0)).
 evaluator_supervisor_actor::behavior_type
 evaluator_supervisor(evaluator_supervisor_pointer self, actor_stats stats,
-                     supervisor_settings settings, std::vector<evaluator_slot> slots);
+                     supervisor_settings settings, std::vector<evaluator_slot> slots,
+                     eval::engine_options builder_engine = {});
 
 } // namespace kbrl

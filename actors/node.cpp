@@ -62,7 +62,11 @@ std::vector<actor_entry> spawn_role_actors(node_pointer self) {
           slot.engine = evaluator_engine(s, slot.name, p.gpu);
           slots.push_back(std::move(slot));
         }
-      auto sup = self->spawn(evaluator_supervisor, stats, s.eval_supervision, slots);
+      auto builder_opts = s.eval_engine;
+      builder_opts.worker.scratch_dir = s.run_dir + "/eval";
+      builder_opts.worker.extensions_dir = s.run_dir + "/eval/extensions";
+      builder_opts.worker.gpu = -1;
+      auto sup = self->spawn(evaluator_supervisor, stats, s.eval_supervision, slots, builder_opts);
       handle = caf::actor_cast<caf::actor>(sup);
       self->monitor(handle);
       out.push_back({stats.name, planned.role, handle});

@@ -38,6 +38,7 @@ using metrics_atom = caf::atom_constant<caf::atom("metrics")>;
 using pause_atom = caf::atom_constant<caf::atom("pause")>;
 using resume_atom = caf::atom_constant<caf::atom("resume")>;
 using start_atom = caf::atom_constant<caf::atom("start")>;
+using build_atom = caf::atom_constant<caf::atom("build")>;
 
 // -- shared handler shapes -----------------------------------------------------------------------
 
@@ -127,6 +128,13 @@ using evaluator_actor = caf::typed_actor<
   status_handler, control_handler,
   /// Compiles, checks and times a candidate; always answers a verdict (a crash is a verdict).
   caf::replies_to<evaluate_atom, eval_request>::with<eval_result>>;
+
+/// Builds candidates' extensions on the CPU ahead of their evaluation (no GPU touched).
+using builder_actor = caf::typed_actor<
+  status_handler, control_handler,
+  /// Static checks, then the build; answers a verdict whose `compiled` says whether it built
+  /// (error static_check or compile, with the excerpt, when it did not).
+  caf::replies_to<build_atom, eval_request>::with<eval_result>>;
 
 /// Owns one evaluator per GPU of its node, restarts them within a budget, spreads requests.
 using evaluator_supervisor_actor = caf::typed_actor<

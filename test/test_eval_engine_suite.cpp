@@ -195,6 +195,35 @@ BOOST_AUTO_TEST_CASE(the_reference_is_timed_once_per_problem_and_settings) {
   BOOST_CHECK_GT(b.speedup, 0.0);
 }
 
+BOOST_AUTO_TEST_CASE(a_build_ahead_is_only_loaded_by_the_evaluating_worker) {
+  // A C++ extension here; a CUDA one (nvcc) where a GPU is present.
+  auto req = request(data(cuda ? "candidates_runtime/relu_cuda_load_inline.py"
+                               : "candidates_runtime/relu_load_inline_cpu.py"),
+                     1);
+  req.task.backend = cuda ? kernel_backend::cuda : kernel_backend::torch;
+  req.timing.timeout_s = 600;
+  auto builder_opts = opts;
+  builder_opts.worker.scratch_dir = dir / "builder";
+  eval_engine builder{builder_opts};
+  auto built = builder.build(req);
+  BOOST_REQUIRE_MESSAGE(built.compiled, to_string(built.error) << ": " << built.error_excerpt);
+  BOOST_TEST_MESSAGE("build ahead took " << built.compile_seconds << " s");
+  eval_engine evaluator{opts}; // same extensions folder, a different worker process
+  auto res = evaluator.evaluate(req);
+  BOOST_REQUIRE_MESSAGE(res.correct, to_string(res.error) << ": " << res.error_excerpt);
+  BOOST_TEST_MESSAGE("loading it in the evaluating worker took " << res.compile_seconds << " s");
+  // Loading a built library is a small fraction of building it.
+  BOOST_CHECK_LT(res.compile_seconds, built.compile_seconds / 3);
+  auto broken = request(data("candidates_runtime/relu_load_inline_bad.py"), 2);
+  broken.task.backend = kernel_backend::torch;
+  broken.timing.timeout_s = 600;
+  auto failed = builder.build(broken);
+  BOOST_CHECK(!failed.compiled);
+  BOOST_CHECK(failed.error == eval_error::compile);
+  BOOST_CHECK_MESSAGE(failed.error_excerpt.find("error") != std::string::npos,
+                      failed.error_excerpt);
+}
+
 BOOST_AUTO_TEST_CASE(reference_timings_are_reused_across_runs) {
   opts.reference_cache_file = dir / "cache/reference_times.jsonl";
   {

@@ -13,6 +13,7 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <fstream>
 #include <map>
 #include <set>
 #include <thread>
@@ -27,6 +28,7 @@ struct evaluator_fixture {
   caf::actor_system_config cfg;
   std::unique_ptr<caf::actor_system> sys;
   supervisor_settings settings;
+  std::vector<std::string> build_env; ///< extra environment of the builders' workers
 
   evaluator_fixture() {
     register_message_types(cfg);
@@ -58,7 +60,10 @@ struct evaluator_fixture {
     stats.name = "n/evaluator-supervisor";
     stats.node = "n";
     stats.role = "evaluator-supervisor";
-    return sys->spawn(evaluator_supervisor, stats, settings, slots);
+    auto builder_opts = slot(0).engine;
+    builder_opts.worker.scratch_dir = dir / "builders";
+    builder_opts.worker.extra_env = build_env;
+    return sys->spawn(evaluator_supervisor, stats, settings, slots, builder_opts);
   }
 
   static eval_request request(uint64_t id, const std::string& marker, double timeout_s = 20) {
@@ -265,6 +270,43 @@ BOOST_AUTO_TEST_CASE(a_spent_restart_budget_degrades_until_the_back_off_passes) 
   std::this_thread::sleep_for(1500ms); // degraded_backoff = 1 s
   auto after = evaluate_one(sup, request(4, "# ok"));
   BOOST_CHECK(after.correct);
+  stop(sup);
+}
+
+BOOST_AUTO_TEST_CASE(builders_build_each_source_once_and_answer_failed_builds_for_every_copy) {
+  settings.build_workers = 2;
+  build_env.push_back("KBRL_TEST_BUILD_LOG=1");
+  auto sup = spawn(1);
+  auto dup = [&](uint64_t id) { return request(id, "#build_slow 0.5 (a duplicate)"); };
+  auto failing = [&](uint64_t id) { return request(id, "#build_fail"); };
+  auto answers = evaluate_all(sup, {dup(1), dup(2), request(3, "#build_slow 0.5 (distinct)"),
+                                    failing(4), dup(5), failing(6)});
+  for (uint64_t id : {1, 2, 3, 5}) {
+    BOOST_REQUIRE(answers.at(id));
+    BOOST_CHECK_MESSAGE(answers.at(id)->correct, id << ": " << answers.at(id)->error_excerpt);
+  }
+  for (uint64_t id : {4, 6}) {
+    BOOST_REQUIRE(answers.at(id));
+    BOOST_CHECK(answers.at(id)->error == eval_error::compile);
+    BOOST_CHECK(!answers.at(id)->compiled);
+    BOOST_CHECK_EQUAL(answers.at(id)->id, id);
+    BOOST_CHECK_MESSAGE(answers.at(id)->error_excerpt.find("expected ';'") != std::string::npos,
+                        answers.at(id)->error_excerpt);
+  }
+  // Three distinct sources: three builds, whichever builder ran them.
+  size_t builds = 0;
+  for (auto b : {"builder.0", "builder.1"}) {
+    std::ifstream in(dir / (std::string("builders/") + b + "/builds.log"));
+    std::string line;
+    while (std::getline(in, line))
+      ++builds;
+  }
+  BOOST_CHECK_EQUAL(builds, 3u);
+  // Failed builds never reached the GPU evaluator: it evaluated the four good ones only.
+  BOOST_CHECK_EQUAL(slot_status(sup, "n/evaluator.0").messages_handled, 4u);
+  // A later copy of a failed build is answered from the record, without building again.
+  auto again = evaluate_one(sup, failing(7));
+  BOOST_CHECK(again.error == eval_error::compile);
   stop(sup);
 }
 

@@ -203,6 +203,7 @@ BOOST_AUTO_TEST_CASE(typed_handles_round_trip) {
   check(kbrl::sampler_actor{});
   check(kbrl::evaluator_actor{});
   check(kbrl::evaluator_supervisor_actor{});
+  check(kbrl::builder_actor{});
   check(kbrl::learner_actor{});
   check(kbrl::coordinator_actor{});
   check(kbrl::episode_actor{});

@@ -82,6 +82,13 @@ const std::vector<setting>& all_settings() {
      "Static-check rule ids that only warn (reported in hack_flags, not rejected)."},
     {"eval.rules_error", setting_kind::string_list, "[]",
      "Static-check rule ids that reject a candidate even if they only warn by default."},
+    {"eval.build_workers", setting_kind::integer, "0",
+     "CPU workers that build candidates' extensions (load_inline) ahead of evaluation, so GPUs "
+     "never wait for nvcc and duplicates are built once; 0: each GPU worker builds its own.",
+     {}, 0, 256},
+    {"eval.cuda_arch_list", setting_kind::string, "\"auto\"",
+     "TORCH_CUDA_ARCH_LIST for every worker (builders and GPU workers must agree, or torch "
+     "rebuilds); auto: the compute capabilities nvidia-smi reports, empty: leave it unset."},
     {"eval.queue_capacity", setting_kind::integer, "64",
      "Evaluation requests an evaluator node keeps waiting; more are answered busy.", {}, 1},
     {"eval.restart_limit", setting_kind::integer, "5",

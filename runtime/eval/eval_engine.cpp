@@ -226,6 +226,99 @@ void eval_engine::maybe_recycle() {
   }
 }
 
+bool eval_engine::refuse_statically(const eval_request& req, eval_result& res) {
+  static_check_options sco;
+  sco.overrides = opts_.rule_overrides;
+  sco.backend = req.task.backend;
+  sco.precision = req.task.precision;
+  auto checks = check_candidate(req.candidate_source, sco);
+  res.hack_flags = checks.hack_flags();
+  if (!checks.rejected())
+    return false;
+  res.error = eval_error::static_check;
+  std::string why;
+  for (auto& f : checks.findings)
+    if (f.level == severity::error)
+      why += "line " + std::to_string(f.line) + ": [" + f.rule + "] " + f.message + "\n";
+  res.error_excerpt = bounded(why, opts_.excerpt_bytes);
+  return true;
+}
+
+bool eval_engine::ensure_worker(eval_result& res) {
+  if (!needs_restart_ && (!worker_ || !worker_->alive())) {
+    // The worker died between requests (killed from outside, OOM): not this candidate's doing,
+    // so it gets a fresh worker instead of a crash verdict.
+    last_failure_ = "the worker " + (worker_ ? worker_->exit_description() : "was missing")
+                    + " between requests";
+    needs_restart_ = true;
+  }
+  if (needs_restart_) {
+    // First use, a dead worker, or a caller without a supervisor: start a worker now.
+    if (auto ok = start(); !ok) {
+      res.error = eval_error::infrastructure;
+      res.error_excerpt = "the evaluation worker is not running: " + describe(ok.error());
+      return false;
+    }
+    res.device = device_;
+  }
+  return true;
+}
+
+std::string eval_engine::build_dir_of(const std::string& candidate_source) const {
+  return opts_.worker.extensions_dir + "/" + source_hash(candidate_source);
+}
+
+eval_result eval_engine::build(const eval_request& req) {
+  auto started = std::chrono::steady_clock::now();
+  eval_result res;
+  res.id = req.id;
+  res.device = device_;
+  res.trials_total = req.timing.correctness_trials;
+  auto finish = [&] {
+    res.total_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    return res;
+  };
+  if (refuse_statically(req, res) || !ensure_worker(res))
+    return finish();
+  json_writer w;
+  w.begin_object()
+    .field("op", "build")
+    .field("id", next_id_++)
+    .field("candidate", req.candidate_source)
+    .field("build_dir", build_dir_of(req.candidate_source))
+    .end_object();
+  auto answer =
+    request(w.str(), std::chrono::milliseconds(static_cast<int64_t>(req.timing.timeout_s * 1000)));
+  auto printed = worker_->take_output();
+  if (!answer) {
+    auto err = answer.error();
+    res.error = err.code() == static_cast<uint8_t>(errc::timeout) ? eval_error::timeout
+                                                                   : eval_error::crashed;
+    res.error_excerpt = bounded("building: " + describe(err), opts_.excerpt_bytes);
+    needs_restart_ = true;
+    last_failure_ = describe(err);
+    return finish();
+  }
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (parser.parse(*answer).get(doc)) {
+    res.error = eval_error::infrastructure;
+    res.error_excerpt = "unreadable answer from the build worker: " + bounded(*answer, 500);
+    needs_restart_ = true;
+    return finish();
+  }
+  res.compiled = flag(doc, "ok");
+  res.compile_seconds = number(doc, "compile_seconds");
+  if (!res.compiled) {
+    res.error = parse_error_category(text(doc, "error"));
+    res.error_excerpt = bounded(text(doc, "error_excerpt"), opts_.excerpt_bytes);
+    if (res.error_excerpt.empty() && printed.total_bytes > 0)
+      res.error_excerpt = bounded(printed.text(), opts_.excerpt_bytes);
+  }
+  return finish();
+}
+
 eval_result eval_engine::evaluate(const eval_request& req) {
   auto started = std::chrono::steady_clock::now();
   eval_result res;
@@ -239,37 +332,8 @@ eval_result eval_engine::evaluate(const eval_request& req) {
   };
 
   // 1. Static checks: hostile or lazy code is refused before a process sees it.
-  static_check_options sco;
-  sco.overrides = opts_.rule_overrides;
-  sco.backend = req.task.backend;
-  sco.precision = req.task.precision;
-  auto checks = check_candidate(req.candidate_source, sco);
-  res.hack_flags = checks.hack_flags();
-  if (checks.rejected()) {
-    res.error = eval_error::static_check;
-    std::string why;
-    for (auto& f : checks.findings)
-      if (f.level == severity::error)
-        why += "line " + std::to_string(f.line) + ": [" + f.rule + "] " + f.message + "\n";
-    res.error_excerpt = bounded(why, opts_.excerpt_bytes);
+  if (refuse_statically(req, res) || !ensure_worker(res))
     return finish();
-  }
-  if (!needs_restart_ && (!worker_ || !worker_->alive())) {
-    // The worker died between requests (killed from outside, OOM): not this candidate's doing,
-    // so it gets a fresh worker instead of a crash verdict.
-    last_failure_ = "the worker " + (worker_ ? worker_->exit_description() : "was missing")
-                    + " between requests";
-    needs_restart_ = true;
-  }
-  if (needs_restart_) {
-    // First use, a dead worker, or a caller without a supervisor: start a worker now.
-    if (auto ok = start(); !ok) {
-      res.error = eval_error::infrastructure;
-      res.error_excerpt = "the evaluation worker is not running: " + describe(ok.error());
-      return finish();
-    }
-    res.device = device_;
-  }
 
   // 2. The reference's timing is reused across candidates of the same problem and settings.
   auto key = timing_key(req, device_);
@@ -293,7 +357,7 @@ eval_result eval_engine::evaluate(const eval_request& req) {
     .field("atol", t.atol)
     .field("rtol", t.rtol)
     .field("time_reference", time_reference)
-    .field("build_dir", opts_.worker.extensions_dir + "/" + source_hash(req.candidate_source))
+    .field("build_dir", build_dir_of(req.candidate_source))
     .field("timeout_s", t.timeout_s)
     .end_object();
   auto deadline = std::chrono::milliseconds(static_cast<int64_t>(t.timeout_s * 1000));

@@ -57,6 +57,15 @@ public:
   /// is running (after the static checks, so a refused candidate never costs a process).
   eval_result evaluate(const eval_request& req);
 
+  /// Builds the candidate's extensions without evaluating it (for a worker without a GPU):
+  /// static checks, then the worker's `build` op into the build directory keyed by the source's
+  /// hash - the one evaluate() uses, so the GPU worker later only loads the library. The verdict
+  /// says compiled true, or error static_check / compile / timeout / crashed.
+  eval_result build(const eval_request& req);
+
+  /// The build directory of a candidate: extensions_dir/<hash of its source>.
+  std::string build_dir_of(const std::string& candidate_source) const;
+
   /// True after a crash, timeout, sticky CUDA error or failed canary: the device context or the
   /// worker is gone and start() must run before the next evaluation. The evaluator actor fails
   /// with last_failure() so its supervisor restarts it.
@@ -76,6 +85,10 @@ public:
   pid_t worker_pid() const;
 
 private:
+  /// Fills res and returns true when the static checks reject the candidate.
+  bool refuse_statically(const eval_request& req, eval_result& res);
+  /// Starts a worker if none is usable; on failure fills res (infrastructure) and returns false.
+  bool ensure_worker(eval_result& res);
   void load_reference_cache();
   void remember_reference(const std::string& key, const runtime_stats& st);
   caf::expected<std::string> request(const std::string& json, std::chrono::milliseconds deadline);

@@ -275,6 +275,8 @@ caf::expected<std::unique_ptr<worker_process>> worker_process::start(const worke
   plan.env.push_back("PYTHONUNBUFFERED=1");
   plan.env.push_back("PYTHONDONTWRITEBYTECODE=1");
   plan.env.push_back("OMP_NUM_THREADS=1");
+  for (auto& e : o.extra_env)
+    plan.env.push_back(e);
   plan.seal();
 
   int to_child[2], from_child[2], capture[2];

@@ -46,6 +46,7 @@ struct worker_options {
   uint64_t max_processes = 512;    ///< RLIMIT_NPROC of the worker's user
   uint64_t max_file_bytes = 1ull << 30; ///< RLIMIT_FSIZE: largest file it may write (1 GiB)
   size_t capture_bytes = 64 * 1024; ///< candidate output kept: first and last half of this
+  std::vector<std::string> extra_env; ///< NAME=value pairs added to the worker's environment
 };
 
 /// What the candidate printed since the last take.

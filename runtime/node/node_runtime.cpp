@@ -205,6 +205,11 @@ eval::engine_options evaluation_engine_options(const config::run_config& run) {
   if (cache_dir.empty())
     cache_dir = run.get_string("run.dir") + "/.cache";
   o.reference_cache_file = cache_dir + "/reference_times.jsonl";
+  auto arch = run.get_string("eval.cuda_arch_list");
+  if (arch == "auto")
+    arch = detect_cuda_arch_list();
+  if (!arch.empty())
+    o.worker.extra_env.push_back("TORCH_CUDA_ARCH_LIST=" + arch);
   for (auto& [key, level] : {std::pair{"eval.rules_off", eval::severity::off},
                              std::pair{"eval.rules_warn", eval::severity::warning},
                              std::pair{"eval.rules_error", eval::severity::error}})
@@ -219,6 +224,7 @@ supervisor_settings evaluation_supervision(const config::run_config& run) {
   s.restart_limit = static_cast<uint32_t>(run.get_int("eval.restart_limit"));
   s.restart_window = seconds_setting(run, "eval.restart_window_s");
   s.degraded_backoff = seconds_setting(run, "eval.degraded_backoff_s");
+  s.build_workers = static_cast<size_t>(run.get_int("eval.build_workers"));
   return s;
 }
 

@@ -94,6 +94,18 @@ for line in requests:
                         "mean_abs_diff": 0.0, "note": ""}] * req["correctness_trials"],
                kernel_runtime=stats, reference_runtime=ref, hack_flags=[],
                compile_seconds=0.0, sticky_cuda_error=sticky, device="cpu", pid=os.getpid())
+    elif op == "build":
+        cand = req.get("candidate", "")
+        if "#build_slow" in cand:
+            time.sleep(float(cand.split("#build_slow")[1].split()[0]))
+        if os.environ.get("KBRL_TEST_BUILD_LOG"):  # one line per build, in the worker's HOME
+            with open(os.path.join(os.environ["HOME"], "builds.log"), "a") as f:
+                f.write(req["build_dir"] + "\n")
+        if "#build_fail" in cand:
+            answer(req, ok=False, error="compile", error_excerpt="main.cu(3): error: expected ';'",
+                   compile_seconds=0.1)
+        else:
+            answer(req, ok=True, error="none", error_excerpt="", compile_seconds=0.1)
     elif op == "canary":
         answer(req, ok=True)
     elif op == "stats":

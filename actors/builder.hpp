@@ -1,0 +1,34 @@
+#pragma once
+// A builder: one CPU worker process that builds candidates' extensions (load_inline) ahead of
+// their evaluation, so GPUs spend their time checking and timing kernels, not waiting for nvcc.
+//
+// Protocol (interface: kbrl::builder_actor):
+//   on start     start the worker (no GPU visible); failure -> quit with it
+//   build(req)   answer the engine's build verdict; if the worker died or hung, quit afterwards
+//                (the supervisor starts a fresh builder)
+// Blocking: spawned detached, on its own thread.
+
+#include "actors/actor_stats.hpp"
+#include "messages/type_ids.hpp"
+#include "runtime/eval/eval_engine.hpp"
+
+#include <caf/typed_event_based_actor.hpp>
+
+#include <memory>
+
+namespace kbrl {
+
+struct builder_state {
+  static inline const char* name = "builder";
+  actor_stats stats;
+  std::unique_ptr<eval::eval_engine> engine;
+  uint64_t builds = 0;
+};
+
+using builder_pointer = builder_actor::stateful_pointer<builder_state>;
+
+/// Spawn with sys.spawn<caf::detached>(builder, stats, engine options with gpu = -1).
+builder_actor::behavior_type builder(builder_pointer self, actor_stats stats,
+                                     eval::engine_options opts);
+
+} // namespace kbrl

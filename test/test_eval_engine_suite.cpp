@@ -202,8 +202,11 @@ BOOST_AUTO_TEST_CASE(a_build_ahead_is_only_loaded_by_the_evaluating_worker) {
                      1);
   req.task.backend = cuda ? kernel_backend::cuda : kernel_backend::torch;
   req.timing.timeout_s = 600;
+  if (cuda) // builders see no GPU: both sides must name the architecture, or torch rebuilds
+    opts.worker.extra_env.push_back("TORCH_CUDA_ARCH_LIST=" + detect_cuda_arch_list());
   auto builder_opts = opts;
   builder_opts.worker.scratch_dir = dir / "builder";
+  builder_opts.worker.gpu = -1;
   eval_engine builder{builder_opts};
   auto built = builder.build(req);
   BOOST_REQUIRE_MESSAGE(built.compiled, to_string(built.error) << ": " << built.error_excerpt);

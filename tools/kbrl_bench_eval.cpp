@@ -1,0 +1,277 @@
+// kbrl-bench-eval: evaluator throughput on a fixed candidate set, for bench/eval_throughput.
+//
+//   kbrl-bench-eval --manifest M --candidates DIR --kernelbench DIR --builders 8 --gpu 0
+//                   [--out kbrl.json] [--compare baseline.json] [key=value ...]
+//
+// Sends every candidate of the manifest at once to an evaluator supervisor (CPU builders + one
+// evaluator per GPU, as kbrl-node runs it), waits for every verdict, and reports candidates per
+// minute, where the time went, and - with --compare - whether each verdict matches the
+// KernelBench-protocol baseline's.
+
+#include "actors/evaluator_supervisor.hpp"
+#include "messages/type_ids.hpp"
+#include "runtime/eval/problems.hpp"
+#include "runtime/io/json_writer.hpp"
+#include "runtime/node/node_runtime.hpp"
+
+#include <CLI/CLI.hpp>
+#include <caf/all.hpp>
+#include <simdjson.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct manifest_entry {
+  std::string id, problem, candidate, kind, duplicate_of, backend = "cuda", precision = "fp32";
+};
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string field(simdjson::dom::element e, const char* key) {
+  std::string_view sv;
+  return e[key].get(sv) ? std::string{} : std::string(sv);
+}
+
+/// The baseline's `correct` per candidate id, from its results.json.
+std::map<std::string, bool> baseline_verdicts(const std::string& path) {
+  std::map<std::string, bool> out;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (parser.load(path).get(doc))
+    return out;
+  simdjson::dom::array cands;
+  if (doc["candidates"].get(cands))
+    return out;
+  for (auto c : cands) {
+    bool correct = false;
+    (void)c["correct"].get(correct);
+    out[field(c, "id")] = correct;
+  }
+  return out;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"kbrl-bench-eval: evaluator throughput on a candidate set (bench/eval_throughput)"};
+  std::string manifest_path, candidates_dir, kernelbench_dir, out_path, compare_path;
+  std::vector<int> gpus;
+  size_t builders = 0;
+  std::vector<std::string> overrides;
+  app.add_option("--manifest", manifest_path, "manifest.json of the candidate set")->required();
+  app.add_option("--candidates", candidates_dir, "Folder of the candidate files")->required();
+  app.add_option("--kernelbench", kernelbench_dir, "Folder holding level1/, level2/")->required();
+  app.add_option("--builders", builders, "CPU build workers (0: GPUs build themselves)");
+  app.add_option("--gpu", gpus, "CUDA devices, one evaluator each (none: one CPU evaluator)")
+    ->delimiter(',');
+  app.add_option("--out", out_path, "Write the verdicts and totals as JSON here");
+  app.add_option("--compare", compare_path, "Baseline results.json to compare verdicts with");
+  app.add_option("overrides", overrides, "Run-config overrides (eval.*), key=value");
+  CLI11_PARSE(app, argc, argv);
+
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (auto err = parser.load(manifest_path).get(doc)) {
+    std::fprintf(stderr, "kbrl-bench-eval: %s: %s\n", manifest_path.c_str(),
+                 simdjson::error_message(err));
+    return 2;
+  }
+  simdjson::dom::array list;
+  if (doc.get(list)) {
+    std::fprintf(stderr, "kbrl-bench-eval: %s: expected a JSON array\n", manifest_path.c_str());
+    return 2;
+  }
+  std::vector<manifest_entry> entries;
+  for (auto e : list) {
+    manifest_entry m{field(e, "id"), field(e, "problem"), field(e, "candidate"), field(e, "kind")};
+    m.duplicate_of = field(e, "duplicate_of");
+    if (auto b = field(e, "backend"); !b.empty())
+      m.backend = b;
+    entries.push_back(std::move(m));
+  }
+
+  kbrl::config::run_config run;
+  for (auto& o : overrides)
+    if (auto err = run.apply_override(o)) {
+      std::fprintf(stderr, "kbrl-bench-eval: %s\n", kbrl::describe(err).c_str());
+      return 2;
+    }
+  char tmpl[] = "/tmp/kbrl-bench-XXXXXX";
+  std::string scratch = ::mkdtemp(tmpl);
+  fs::permissions(scratch, fs::perms::others_exec, fs::perm_options::add);
+  auto engine = kbrl::evaluation_engine_options(run);
+  engine.worker.extensions_dir = scratch + "/extensions";
+  engine.reference_cache_file.clear(); // a cold start, like the baseline
+  std::vector<kbrl::evaluator_slot> slots;
+  auto add_slot = [&](int gpu, int index) {
+    kbrl::evaluator_slot s;
+    s.name = kbrl::actor_name("bench", "evaluator", index);
+    s.gpu = gpu;
+    s.engine = engine;
+    s.engine.worker.scratch_dir = scratch + "/evaluator." + std::to_string(index);
+    s.engine.worker.gpu = gpu;
+    slots.push_back(std::move(s));
+  };
+  if (gpus.empty())
+    add_slot(-1, 0);
+  for (size_t i = 0; i < gpus.size(); ++i)
+    add_slot(gpus[i], static_cast<int>(i));
+  auto builder_engine = engine;
+  builder_engine.worker.scratch_dir = scratch + "/builders";
+  builder_engine.worker.gpu = -1;
+  auto supervision = kbrl::evaluation_supervision(run);
+  supervision.build_workers = builders;
+  supervision.queue_capacity = entries.size() + 1;
+
+  std::vector<kbrl::eval_request> reqs;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    auto& m = entries[i];
+    auto level = m.problem.rfind("level2", 0) == 0 ? 2 : 1;
+    auto prob = kbrl::eval::load_problem_file(kernelbench_dir + "/" + m.problem, level);
+    if (!prob) {
+      std::fprintf(stderr, "kbrl-bench-eval: %s\n", kbrl::describe(prob.error()).c_str());
+      return 2;
+    }
+    kbrl::eval_request r;
+    r.id = i;
+    r.task = *prob;
+    r.task.backend = m.backend == "torch" ? kbrl::kernel_backend::torch : kbrl::kernel_backend::cuda;
+    r.candidate_source = read_text(candidates_dir + "/" + m.candidate);
+    r.timing.timeout_s = 600;
+    r.trace = m.id;
+    reqs.push_back(std::move(r));
+  }
+
+  caf::actor_system_config cfg;
+  kbrl::register_message_types(cfg);
+  caf::actor_system sys{cfg};
+  kbrl::actor_stats stats;
+  stats.name = "bench/evaluator-supervisor";
+  stats.node = "bench";
+  stats.role = "evaluator-supervisor";
+  auto sup = sys.spawn(kbrl::evaluator_supervisor, stats, supervision, slots, builder_engine);
+
+  std::printf("kbrl-bench-eval: %zu candidates, %zu builder(s), %zu evaluator(s)\n", reqs.size(),
+              builders, slots.size());
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<kbrl::eval_result> results(reqs.size());
+  std::vector<double> done_at(reqs.size(), 0);
+  {
+    caf::scoped_actor self{sys};
+    using handle_t = decltype(self->request(sup, caf::infinite, kbrl::evaluate_atom::value,
+                                            reqs.front()));
+    std::vector<handle_t> pending;
+    for (auto& r : reqs)
+      pending.push_back(self->request(sup, caf::infinite, kbrl::evaluate_atom::value, r));
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      pending[i].receive([&](kbrl::eval_result& r) { results[i] = std::move(r); },
+                         [&](caf::error& err) {
+                           results[i].error = kbrl::eval_error::infrastructure;
+                           results[i].error_excerpt = sys.render(err);
+                         });
+      done_at[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::printf("[%zu/%zu] %s %s %s %.1f s\n", i + 1, reqs.size(), entries[i].id.c_str(),
+                  entries[i].problem.c_str(),
+                  results[i].correct ? "correct" : kbrl::to_string(results[i].error), done_at[i]);
+      std::fflush(stdout);
+    }
+  }
+  auto total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::string builds = "?", reused = "?";
+  {
+    caf::scoped_actor self{sys};
+    self->request(sup, std::chrono::seconds(10), kbrl::status_atom::value)
+      .receive(
+        [&](kbrl::actor_status& st) {
+          for (auto& d : st.details) {
+            if (d.key == "builds")
+              builds = d.value;
+            if (d.key == "builds reused (duplicates)")
+              reused = d.value;
+          }
+        },
+        [&](caf::error&) {});
+  }
+  caf::anon_send_exit(sup, caf::exit_reason::user_shutdown);
+
+  double compile_sum = 0, eval_sum = 0;
+  size_t correct = 0;
+  for (auto& r : results) {
+    compile_sum += r.compile_seconds;
+    eval_sum += r.total_seconds;
+    correct += r.correct ? 1 : 0;
+  }
+  auto per_minute = reqs.size() / (total / 60.0);
+  std::printf("kbrl: %zu candidates in %.1f s = %.2f candidates/min; %zu correct; builds %s, "
+              "reused %s; in-worker build time %.1f s, evaluator time %.1f s\n",
+              reqs.size(), total, per_minute, correct, builds.c_str(), reused.c_str(), compile_sum,
+              eval_sum);
+
+  size_t agree = 0, compared = 0;
+  if (!compare_path.empty()) {
+    auto base = baseline_verdicts(compare_path);
+    for (size_t i = 0; i < entries.size(); ++i) {
+      auto it = base.find(entries[i].id);
+      if (it == base.end())
+        continue;
+      ++compared;
+      if (it->second == results[i].correct)
+        ++agree;
+      else
+        std::printf("verdicts differ on %s (%s): baseline %s, kbrl %s (%s)\n",
+                    entries[i].id.c_str(), entries[i].problem.c_str(),
+                    it->second ? "correct" : "incorrect", results[i].correct ? "correct" : "incorrect",
+                    kbrl::to_string(results[i].error));
+    }
+    std::printf("verdicts: %zu of %zu agree with the baseline\n", agree, compared);
+  }
+
+  if (!out_path.empty()) {
+    kbrl::json_writer w;
+    w.begin_object()
+      .field("total_seconds", total)
+      .field("candidates_per_minute", per_minute)
+      .field("builders", static_cast<uint64_t>(builders))
+      .field("evaluators", static_cast<uint64_t>(slots.size()))
+      .field("builds", builds)
+      .field("builds_reused", reused)
+      .field("agree", static_cast<uint64_t>(agree))
+      .field("compared", static_cast<uint64_t>(compared));
+    w.key("candidates").begin_array();
+    for (size_t i = 0; i < results.size(); ++i) {
+      auto& r = results[i];
+      w.begin_object()
+        .field("id", entries[i].id)
+        .field("problem", entries[i].problem)
+        .field("kind", entries[i].kind)
+        .field("compiled", r.compiled)
+        .field("correct", r.correct)
+        .field("error", kbrl::to_string(r.error))
+        .field("speedup", r.speedup)
+        .field("kernel_ms", r.kernel_runtime.mean_ms)
+        .field("reference_ms", r.reference_runtime.mean_ms)
+        .field("compile_seconds", r.compile_seconds)
+        .field("evaluator_seconds", r.total_seconds)
+        .field("done_at_seconds", done_at[i])
+        .field("evaluator", r.evaluator)
+        .end_object();
+    }
+    w.end_array().end_object();
+    std::ofstream(out_path) << w.str() << "\n";
+  }
+  std::error_code ec;
+  fs::remove_all(scratch, ec);
+  return 0;
+}

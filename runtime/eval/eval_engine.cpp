@@ -264,16 +264,33 @@ bool eval_engine::ensure_worker(eval_result& res) {
   return true;
 }
 
+eval_result eval_engine::empty_verdict(const eval_request& req) const {
+  eval_result res;
+  res.id = req.id;
+  res.device = device_;
+  res.trials_total = req.timing.correctness_trials;
+  return res;
+}
+
+void eval_engine::worker_lost(eval_result& res, const caf::error& err,
+                              const captured_output& printed, const std::string& during) {
+  res.error = err.code() == static_cast<uint8_t>(errc::timeout) ? eval_error::timeout
+                                                                 : eval_error::crashed;
+  res.error_excerpt = bounded(during + describe(err)
+                                + (printed.total_bytes > 0 ? "\noutput:\n" + printed.text()
+                                                           : std::string{}),
+                              opts_.excerpt_bytes);
+  needs_restart_ = true;
+  last_failure_ = describe(err);
+}
+
 std::string eval_engine::build_dir_of(const std::string& candidate_source) const {
   return opts_.worker.extensions_dir + "/" + source_hash(candidate_source);
 }
 
 eval_result eval_engine::build(const eval_request& req) {
   auto started = std::chrono::steady_clock::now();
-  eval_result res;
-  res.id = req.id;
-  res.device = device_;
-  res.trials_total = req.timing.correctness_trials;
+  auto res = empty_verdict(req);
   auto finish = [&] {
     res.total_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -292,12 +309,7 @@ eval_result eval_engine::build(const eval_request& req) {
     request(w.str(), std::chrono::milliseconds(static_cast<int64_t>(req.timing.timeout_s * 1000)));
   auto printed = worker_->take_output();
   if (!answer) {
-    auto err = answer.error();
-    res.error = err.code() == static_cast<uint8_t>(errc::timeout) ? eval_error::timeout
-                                                                   : eval_error::crashed;
-    res.error_excerpt = bounded("building: " + describe(err), opts_.excerpt_bytes);
-    needs_restart_ = true;
-    last_failure_ = describe(err);
+    worker_lost(res, answer.error(), printed, "building: ");
     return finish();
   }
   simdjson::dom::parser parser;
@@ -321,10 +333,7 @@ eval_result eval_engine::build(const eval_request& req) {
 
 eval_result eval_engine::evaluate(const eval_request& req) {
   auto started = std::chrono::steady_clock::now();
-  eval_result res;
-  res.id = req.id;
-  res.device = device_;
-  res.trials_total = req.timing.correctness_trials;
+  auto res = empty_verdict(req);
   auto finish = [&] {
     res.total_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -367,15 +376,7 @@ eval_result eval_engine::evaluate(const eval_request& req) {
   auto printed = worker_->take_output();
   if (!answer) {
     // The candidate took the worker down (or hung it): a verdict, and a fresh worker next time.
-    auto err = answer.error();
-    res.error = err.code() == static_cast<uint8_t>(errc::timeout) ? eval_error::timeout
-                                                                   : eval_error::crashed;
-    res.error_excerpt = bounded(describe(err) + (printed.total_bytes > 0
-                                                   ? "\noutput:\n" + printed.text()
-                                                   : std::string{}),
-                                opts_.excerpt_bytes);
-    needs_restart_ = true;
-    last_failure_ = describe(err);
+    worker_lost(res, answer.error(), printed, "");
     return finish();
   }
   simdjson::dom::parser parser;

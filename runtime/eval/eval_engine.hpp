@@ -85,6 +85,12 @@ public:
   pid_t worker_pid() const;
 
 private:
+  /// A verdict for req with nothing decided yet.
+  eval_result empty_verdict(const eval_request& req) const;
+  /// The worker died or hung during a request: a timeout or crashed verdict, and a fresh
+  /// worker before the next request.
+  void worker_lost(eval_result& res, const caf::error& err, const captured_output& printed,
+                   const std::string& during);
   /// Fills res and returns true when the static checks reject the candidate.
   bool refuse_statically(const eval_request& req, eval_result& res);
   /// Starts a worker if none is usable; on failure fills res (infrastructure) and returns false.

@@ -305,7 +305,8 @@ BOOST_FIXTURE_TEST_CASE(good_launch_takes_manifest_gpus_or_a_subset, manifest_fi
   }
   BOOST_REQUIRE_MESSAGE(plan, why(plan));
   BOOST_CHECK((plan->self.gpus == std::vector<int>{0})); // no --gpu: the manifest's list
-  BOOST_CHECK_EQUAL(plan->run_dir, "runs/kbrl");        // the defaults of run.dir and run.name
+  // The defaults of run.dir and run.name, made absolute (workers change their directory).
+  BOOST_CHECK_EQUAL(plan->run_dir, (std::filesystem::current_path() / "runs/kbrl").string());
   if (!machine_has_gpus(2)) {
     BOOST_TEST_MESSAGE("skipped the subset case: GPU 2 does not exist here");
     return;
@@ -352,7 +353,7 @@ BOOST_AUTO_TEST_CASE(good_launch_without_manifest_is_a_single_local_node) {
   BOOST_CHECK((plan->self.roles == std::vector<std::string>{"sampler", "evaluator"}));
   BOOST_CHECK((plan->manifest.nodes.front().roles == plan->self.roles));
   BOOST_CHECK(plan->self.gpus.empty());
-  BOOST_CHECK_EQUAL(plan->run_dir, "runs/kbrl");
+  BOOST_CHECK_EQUAL(plan->run_dir, (std::filesystem::current_path() / "runs/kbrl").string());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

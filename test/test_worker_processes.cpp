@@ -181,6 +181,17 @@ BOOST_AUTO_TEST_CASE(isolation_blocks_network_writes_and_fork_storms) {
   BOOST_CHECK(!w->alive());
 }
 
+BOOST_AUTO_TEST_CASE(relative_folders_work_under_isolation) {
+  // kbrl-node's default run folder is relative (runs/...): the worker layer must not care.
+  auto cwd = std::filesystem::current_path();
+  std::filesystem::current_path(dir.path);
+  opts.scratch_dir = "rel/scratch";
+  opts.extensions_dir = "rel/extensions";
+  start();
+  std::filesystem::current_path(cwd);
+  BOOST_CHECK(w->alive());
+}
+
 BOOST_AUTO_TEST_CASE(a_missing_interpreter_fails_to_start_clearly) {
   opts.python = "/nonexistent/python3";
   opts.isolation = isolation_mode::none;

@@ -222,7 +222,11 @@ isolation_mode resolve_isolation(isolation_mode requested) {
 
 // -- worker_process -----------------------------------------------------------------------------
 
-caf::expected<std::unique_ptr<worker_process>> worker_process::start(const worker_options& o) {
+caf::expected<std::unique_ptr<worker_process>> worker_process::start(const worker_options& given) {
+  // Absolute paths: the child changes into scratch before it executes bwrap and the worker.
+  auto o = given;
+  o.scratch_dir = fs::absolute(o.scratch_dir).lexically_normal().string();
+  o.extensions_dir = fs::absolute(o.extensions_dir).lexically_normal().string();
   std::error_code ec;
   for (auto* dir : {&o.scratch_dir, &o.extensions_dir}) {
     fs::create_directories(*dir, ec);

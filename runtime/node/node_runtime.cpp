@@ -289,7 +289,9 @@ caf::expected<node_plan> plan_node(const node_launch& launch) {
       return err;
   if (auto ok = eval::validate_overrides(evaluation_engine_options(plan.run).rule_overrides); !ok)
     return ok.error();
-  plan.run_dir = plan.run.get_string("run.dir") + "/" + plan.run.get_string("run.name");
+  plan.run_dir = fs::absolute(fs::path(plan.run.get_string("run.dir")) / plan.run.get_string("run.name"))
+                   .lexically_normal()
+                   .string();
   return plan;
 }
 

@@ -278,9 +278,14 @@ def nvcc_cmd(cu, obj):
         inc += ["-I", p]
     py = subprocess.run([sys.executable, "-c", "import sysconfig;print(sysconfig.get_paths()"
                          "['include'])"], capture_output=True, text=True).stdout.strip()
+    # a CPU-only torch lacks this generated header that ATen/cuda/CUDAContext.h needs
+    stub = os.path.join(os.path.dirname(cu), "stub_include")
+    os.makedirs(os.path.join(stub, "c10", "cuda", "impl"), exist_ok=True)
+    with open(os.path.join(stub, "c10", "cuda", "impl", "cuda_cmake_macros.h"), "w") as f:
+        f.write("#pragma once\n#define C10_CUDA_BUILD_SHARED_LIBS\n")
     return ["nvcc", "-c", "-std=c++17", "-O1", "-w", "-arch=sm_90", "--expt-relaxed-constexpr",
             "-D__CUDA_NO_HALF_OPERATORS__", "-DTORCH_EXTENSION_NAME=check"] + inc + \
-        ["-I", py, "-o", obj, cu]
+        ["-I", py, "-I", stub, "-o", obj, cu]
 
 
 def run_nvcc(manifest, cand_dir, jobs):
@@ -315,8 +320,14 @@ def run_nvcc(manifest, cand_dir, jobs):
         label, path, should_pass = task
         t0 = time.time()
         r = subprocess.run(nvcc_cmd(path, path + ".o"), capture_output=True, text=True)
-        errs = [l for l in (r.stdout + r.stderr).split("\n") if "error" in l][:2]
-        return label, should_pass, r.returncode == 0, time.time() - t0, errs
+        errs = [l for l in (r.stdout + r.stderr).split("\n") if "error" in l]
+        if not should_pass and r.returncode != 0:
+            # a compile_error candidate must fail in its own code, not in a header
+            own = [l for l in errs if l.startswith(path + "(")]
+            if not own:
+                return label, should_pass, True, time.time() - t0, errs[:2]
+            errs = own
+        return label, should_pass, r.returncode == 0, time.time() - t0, errs[:2]
 
     bad = 0
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as ex:

@@ -67,6 +67,32 @@ def _excerpt(text, limit=3000):
         text[-half:]
 
 
+def _build_error_excerpt(e):
+    """The first line and the compiler's error lines of a failed load_inline build."""
+    msg = "%s: %s" % (type(e).__name__, e)
+    lines = msg.splitlines()
+    errs = [l for l in lines[1:] if "error" in l.lower() and len(l) < 400]
+    if "Error building extension" in lines[0] and errs:
+        return _excerpt("\n".join([lines[0].split(":")[0] + ": " + lines[0].split(":")[1].split(
+            "[")[0].strip()] + errs[:20]))
+    return _excerpt(msg)
+
+
+def finite(obj):
+    """JSON without NaN/Infinity (strict parsers, e.g. simdjson, reject them): +-1e308."""
+    if isinstance(obj, float):
+        if obj != obj:
+            return 1e308
+        if obj in (float("inf"), float("-inf")):
+            return 1e308 if obj > 0 else -1e308
+        return obj
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    return obj
+
+
 def _stats(times):
     """timing.get_timing_stats (population std), unrounded, plus KernelBench's 3-digit view."""
     n = len(times)
@@ -99,7 +125,7 @@ def child_main(a):
         ph[k] = round(ph[k], 4)
     sys.stdout.flush()
     sys.stderr.flush()
-    sys.stdout.write("\n" + json.dumps(verdict) + "\n")
+    sys.stdout.write("\n" + json.dumps(finite(verdict), allow_nan=False) + "\n")
     sys.stdout.flush()
     return 0
 
@@ -168,7 +194,7 @@ def _child_evaluate(a, verdict, ph):
     except Exception as e:  # noqa: BLE001 - a compilation failure (SyntaxError included)
         ph["build"] += now() - t0
         verdict["error"] = "compile"
-        verdict["error_excerpt"] = _excerpt("%s: %s" % (type(e).__name__, e))
+        verdict["error_excerpt"] = _build_error_excerpt(e)
         return
     if ModelNew is None:
         ph["build"] += now() - t0
@@ -292,14 +318,19 @@ def _child_evaluate(a, verdict, ph):
         ph["timing"] += now() - t0
     if correct or a.reference_timing == "always":
         t0 = now()
-        sync()
-        set_seed(a.seed)
-        inputs = [process(x) for x in get_inputs()]
-        sync()
-        rs = _stats(time_fn(original_model, inputs))
-        verdict["reference_stats"] = rs
-        verdict["reference_ms"] = rs["mean"]
-        del inputs
+        try:
+            sync()
+            set_seed(a.seed)
+            inputs = [process(x) for x in get_inputs()]
+            sync()
+            rs = _stats(time_fn(original_model, inputs))
+            verdict["reference_stats"] = rs
+            verdict["reference_ms"] = rs["mean"]
+            del inputs
+        except Exception as e:  # noqa: BLE001 - e.g. a device left broken by the candidate
+            if correct:
+                raise
+            verdict["reference_timing_error"] = _excerpt("%s: %s" % (type(e).__name__, e), 1000)
         ph["reference"] += now() - t0
         if verdict["kernel_ms"]:
             verdict["speedup"] = verdict["reference_ms"] / verdict["kernel_ms"]
@@ -366,6 +397,62 @@ def tail(path, limit=2000):
         return ""
 
 
+def _descendants(pid):
+    """pids of every process below pid (from /proc), deepest last."""
+    children = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                stat = f.read()
+            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(d))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        for c in children.get(p, []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def kill_tree(proc):
+    """SIGKILL the child and everything it started. ninja puts each compiler job in a process
+    group of its own, so the child's group alone would leave nvcc/cc1plus running: the tree is
+    frozen first (SIGSTOP, until no new process shows up), then every process and every process
+    group in it is killed."""
+    frozen, groups = [], set()
+
+    def stop(p):
+        try:
+            groups.add(os.getpgid(p))
+            os.kill(p, signal.SIGSTOP)
+            frozen.append(p)
+        except (ProcessLookupError, PermissionError):
+            pass
+    stop(proc.pid)
+    for _ in range(20):
+        new = [p for p in _descendants(proc.pid) if p not in frozen]
+        if not new:
+            break
+        for p in new:
+            stop(p)
+    for g in groups:
+        if g > 1 and g != os.getpgrp():
+            try:
+                os.killpg(g, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+    for p in reversed(frozen):
+        try:
+            os.kill(p, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 def run_one(entry, args, ref_path, cand_path, logs):
     cid = entry["id"]
     build_dir = tempfile.mkdtemp(prefix="kb_baseline_%s_" % cid)
@@ -391,16 +478,10 @@ def run_one(entry, args, ref_path, cand_path, logs):
             rc = proc.wait(timeout=args.timeout)
         except subprocess.TimeoutExpired:
             timed_out = True
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)  # the child's group: ninja and nvcc too
-            except ProcessLookupError:
-                pass
+            kill_tree(proc)  # the child and its ninja, nvcc, cc1plus ...
             rc = proc.wait()
         except BaseException:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            kill_tree(proc)
             proc.wait()
             raise
     wall = time.perf_counter() - t0
@@ -449,7 +530,7 @@ def summarize(cands):
 def write_results(path, doc):
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
-        json.dump(doc, f, indent=1)
+        json.dump(finite(doc), f, indent=1, allow_nan=False)
         f.write("\n")
     os.replace(tmp, path)
 
@@ -478,8 +559,8 @@ def parent_main(args):
                             "timeout_s": args.timeout},
                "manifest": os.path.abspath(args.manifest), "device": None,
                "python": platform.python_version(), "host": platform.node(),
-               "candidates": [], "runs": [], "total_seconds": 0.0,
-               "candidates_per_minute": None}
+               "candidates": [], "runs": [], "total_seconds": 0.0, "measured_seconds": 0.0,
+               "estimated_seconds": 0.0, "candidates_per_minute": None}
     done = {c["id"] for c in doc["candidates"]}
     todo = [e for e in todo if e["id"] not in done]
     logs = args.logs or (os.path.splitext(args.out)[0] + ".logs")
@@ -488,7 +569,20 @@ def parent_main(args):
     run = {"started": datetime.datetime.now().isoformat(timespec="seconds"), "seconds": 0.0,
            "candidates": 0, "ids": []}
     doc["runs"].append(run)
-    previous_total = float(doc.get("total_seconds") or 0.0)
+    previous_total = float(doc.get("measured_seconds", doc.get("total_seconds")) or 0.0)
+    estimated = float(doc.get("estimated_seconds") or 0.0)
+
+    position = {e["id"]: k for k, e in enumerate(manifest)}
+
+    def totals():
+        doc["candidates"].sort(key=lambda c: position.get(c["id"], len(position)))
+        doc["measured_seconds"] = round(previous_total + run["seconds"], 3)
+        doc["estimated_seconds"] = round(estimated, 3)
+        doc["total_seconds"] = round(doc["measured_seconds"] + estimated, 3)
+        doc["candidates_per_minute"] = round(
+            len(doc["candidates"]) / (doc["total_seconds"] / 60.0), 4) \
+            if doc["total_seconds"] > 0 and doc["candidates"] else None
+        doc["summary"] = summarize(doc["candidates"])
     t_run = time.perf_counter()
     n = len(todo)
     try:
@@ -499,7 +593,19 @@ def parent_main(args):
             if ref_path is None:
                 raise SystemExit("%s: problem %s not found under %s" % (
                     cid, entry["problem"], args.kernelbench))
-            v = run_one(entry, args, os.path.abspath(ref_path), os.path.abspath(cand_path), logs)
+            orig = entry.get("duplicate_of")
+            prior = [c for c in doc["candidates"]
+                     if c["id"] == orig and not c.get("estimated_from")]
+            if args.estimate_duplicates and orig and prior:
+                # the same bytes as an evaluated candidate: its verdict and its wall time (the
+                # baseline shares nothing between candidates, so a duplicate costs the same)
+                v = {k: x for k, x in prior[0].items() if k not in (
+                    "id", "problem", "kind", "duplicate_of", "agrees_with_manifest")}
+                v["estimated_from"] = orig
+                estimated += v["wall_seconds"]
+            else:
+                v = run_one(entry, args, os.path.abspath(ref_path), os.path.abspath(cand_path),
+                            logs)
             rec = {"id": cid, "problem": entry["problem"], "kind": entry.get("kind"),
                    "duplicate_of": entry.get("duplicate_of")}
             rec.update(v)
@@ -511,11 +617,7 @@ def parent_main(args):
             run["candidates"] += 1
             run["ids"].append(cid)
             run["seconds"] = round(time.perf_counter() - t_run, 3)
-            doc["total_seconds"] = round(previous_total + run["seconds"], 3)
-            doc["candidates_per_minute"] = round(
-                len(doc["candidates"]) / (doc["total_seconds"] / 60.0), 4) \
-                if doc["total_seconds"] > 0 else None
-            doc["summary"] = summarize(doc["candidates"])
+            totals()
             write_results(args.out, doc)
             word = verdict_word(v)
             note = "" if rec["agrees_with_manifest"] in (True, None) else \
@@ -524,6 +626,8 @@ def parent_main(args):
             if v.get("speedup"):
                 extra = "  %.3f ms vs %.3f ms, speedup %.2fx" % (v["kernel_ms"], v["reference_ms"],
                                                                 v["speedup"])
+            if v.get("estimated_from"):
+                extra += "  (not run: the verdict and time of %s)" % v["estimated_from"]
             print("[%d/%d] %s %s %s %.1f s%s%s" % (k, n, cid, entry["problem"].rsplit(".py", 1)[0],
                                                    word, v["wall_seconds"], extra, note),
                   flush=True)
@@ -531,18 +635,18 @@ def parent_main(args):
         print("interrupted: %d candidates recorded in %s" % (len(doc["candidates"]), args.out),
               flush=True)
     run["seconds"] = round(time.perf_counter() - t_run, 3)
-    doc["total_seconds"] = round(previous_total + run["seconds"], 3)
-    if doc["candidates"] and doc["total_seconds"] > 0:
-        doc["candidates_per_minute"] = round(len(doc["candidates"]) /
-                                             (doc["total_seconds"] / 60.0), 4)
-    doc["summary"] = summarize(doc["candidates"])
+    totals()
     write_results(args.out, doc)
     s = doc["summary"]
-    print("total: %d candidates in %.1f s (%.2f candidates per minute); %d compiled, %d correct, "
-          "%d of %d as the manifest says; results in %s" % (
-              len(doc["candidates"]), doc["total_seconds"], doc["candidates_per_minute"] or 0.0,
-              s["compiled"], s["correct"], s["agree_with_manifest"], len(doc["candidates"]),
-              args.out), flush=True)
+    est = ""
+    if doc["estimated_seconds"]:
+        est = " (%.1f s of it estimated for %d duplicates not run)" % (
+            doc["estimated_seconds"], sum(1 for c in doc["candidates"] if c.get("estimated_from")))
+    print("total: %d candidates in %.1f s%s = %.2f candidates per minute; %d compiled, "
+          "%d correct, %d of %d as the manifest says; results in %s" % (
+              len(doc["candidates"]), doc["total_seconds"], est,
+              doc["candidates_per_minute"] or 0.0, s["compiled"], s["correct"],
+              s["agree_with_manifest"], len(doc["candidates"]), args.out), flush=True)
     return 0
 
 
@@ -566,6 +670,10 @@ def main(argv=None):
     ap.add_argument("--reference-timing", choices=("correct", "always"), default="correct",
                     help="time the reference for correct candidates only (default), or for "
                          "every candidate that built (upstream eval_kernel_against_ref)")
+    ap.add_argument("--estimate-duplicates", action="store_true",
+                    help="do not run byte-identical duplicates of candidates already evaluated: "
+                         "record the original's verdict and wall time (marked estimated_from; "
+                         "counted in estimated_seconds)")
     ap.add_argument("--logs", help="children's stdout/stderr (default: <out>.logs)")
     ap.add_argument("--keep-builds", action="store_true")
     # the child's side

@@ -284,6 +284,13 @@ void eval_engine::worker_lost(eval_result& res, const caf::error& err,
   last_failure_ = describe(err);
 }
 
+void eval_engine::unreadable_answer(eval_result& res, const std::string& answer) {
+  res.error = eval_error::infrastructure;
+  res.error_excerpt = "unreadable answer from the worker: " + bounded(answer, 500);
+  needs_restart_ = true;
+  last_failure_ = res.error_excerpt;
+}
+
 std::string eval_engine::build_dir_of(const std::string& candidate_source) const {
   return opts_.worker.extensions_dir + "/" + source_hash(candidate_source);
 }
@@ -315,9 +322,7 @@ eval_result eval_engine::build(const eval_request& req) {
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
   if (parser.parse(*answer).get(doc)) {
-    res.error = eval_error::infrastructure;
-    res.error_excerpt = "unreadable answer from the build worker: " + bounded(*answer, 500);
-    needs_restart_ = true;
+    unreadable_answer(res, *answer);
     return finish();
   }
   res.compiled = flag(doc, "ok");
@@ -382,10 +387,7 @@ eval_result eval_engine::evaluate(const eval_request& req) {
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
   if (parser.parse(*answer).get(doc)) {
-    res.error = eval_error::infrastructure;
-    res.error_excerpt = "unreadable answer from the worker: " + bounded(*answer, 500);
-    needs_restart_ = true;
-    last_failure_ = res.error_excerpt;
+    unreadable_answer(res, *answer);
     return finish();
   }
   res.compiled = flag(doc, "compiled");

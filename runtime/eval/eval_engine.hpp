@@ -91,6 +91,8 @@ private:
   /// worker before the next request.
   void worker_lost(eval_result& res, const caf::error& err, const captured_output& printed,
                    const std::string& during);
+  /// The worker answered something that is not JSON: kbrl's fault, and a fresh worker next time.
+  void unreadable_answer(eval_result& res, const std::string& answer);
   /// Fills res and returns true when the static checks reject the candidate.
   bool refuse_statically(const eval_request& req, eval_result& res);
   /// Starts a worker if none is usable; on failure fills res (infrastructure) and returns false.

@@ -36,7 +36,7 @@ void spawn_evaluator(self_ptr self, evaluator_slot& slot) {
   stats.last_error = slot.last_error;
   slot.handle = self->system().spawn<caf::detached>(evaluator, stats, slot.gpu, slot.engine);
   self->monitor(slot.handle);
-  (*self->state.live_evaluators)[slot.name] = slot.handle.address();
+  (*self->state.live_workers)[slot.name] = slot.handle.address();
   slot.state = "running";
   slot.busy = false;
   slot.since_ms = now_unix_ms();
@@ -143,7 +143,7 @@ void spawn_builder(self_ptr self, builder_slot& slot) {
   opts.worker.scratch_dir += "/" + slot.name.substr(slot.name.find('/') + 1);
   slot.handle = self->system().spawn<caf::detached>(builder, stats, opts);
   self->monitor(slot.handle);
-  (*self->state.live_evaluators)[slot.name] = slot.handle.address();
+  (*self->state.live_workers)[slot.name] = slot.handle.address();
   slot.busy = false;
 }
 
@@ -321,7 +321,7 @@ evaluator_supervisor(evaluator_supervisor_pointer self, actor_stats stats,
     restart_or_degrade(self, *slot, self->system().render(msg.reason));
   });
   // Evaluators are detached actors with their own threads: stop them with the supervisor.
-  self->attach_functor([live = st.live_evaluators](const caf::error&) {
+  self->attach_functor([live = st.live_workers](const caf::error&) {
     for (auto& [name, addr] : *live)
       if (auto handle = caf::actor_cast<caf::actor>(addr))
         caf::anon_send_exit(handle, caf::exit_reason::user_shutdown);

@@ -98,11 +98,11 @@ struct evaluator_supervisor_state {
   std::map<std::string, eval_result> build_failures;         ///< hash -> its compile verdict
   uint64_t builds_started = 0;
   uint64_t builds_reused = 0;
-  /// The current evaluator of each slot, shared with the clean-up that stops them when the
-  /// supervisor ends (that clean-up runs after this state is gone, so it must not touch it).
-  /// Weak addresses: a strong handle kept here would keep a stopped evaluator alive, and
-  /// the actor system waits for every detached actor to be destroyed before it exits.
-  std::shared_ptr<std::map<std::string, caf::actor_addr>> live_evaluators =
+  /// The current evaluator of each slot and each builder, shared with the clean-up that stops
+  /// them when the supervisor ends (that clean-up runs after this state is gone, so it must not
+  /// touch it). Weak addresses: a strong handle kept here would keep a stopped worker actor
+  /// alive, and the actor system waits for every detached actor to be destroyed before it exits.
+  std::shared_ptr<std::map<std::string, caf::actor_addr>> live_workers =
     std::make_shared<std::map<std::string, caf::actor_addr>>();
 };
 

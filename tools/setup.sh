@@ -12,12 +12,18 @@ packages=(
   libtorch-dev python3-torch      # libtorch 1.13 (CPU) and the matching Python for the worker
   libopenblas0-pthread            # without it libtorch matmuls are ~20x slower on CPU
   python3-numpy pybind11-dev      # load_inline builds need pybind11 headers (Debian torch lacks them)
+  bubblewrap                      # evaluation workers: network-less, read-only sandbox
 )
 
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# Tokenizer tests compare against the reference encoders from npm. A machine may already have
+# Node.js from elsewhere (NodeSource bundles npm); only a machine without the commands gets
+# Debian's, so the two never conflict.
+command -v node >/dev/null || missing+=(nodejs)
+command -v npm >/dev/null || missing+=(npm)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 echo "kbrl setup: installing ${missing[*]}"

@@ -76,6 +76,7 @@ void run_on(self_ptr self, evaluator_slot& slot, pending_evaluation item) {
           if (res.error == eval_error::crashed || res.error == eval_error::timeout)
             s->state = "restarting";
         }
+        res.build_seconds = shared->build_seconds;
         deliver(self, shared->promise, std::move(res));
         dispatch(self);
       },
@@ -156,12 +157,21 @@ void finish_build(self_ptr self, const std::string& key, eval_result res, bool u
   st.building.erase(key);
   if (usable && res.compiled) {
     st.built.insert(key);
+    if (!waiting.empty())
+      waiting.front().build_seconds = res.compile_seconds;
   } else if (usable && (res.error == eval_error::compile || res.error == eval_error::static_check)) {
+    // The verdict came from a CPU builder: its time is build time, no evaluator spent any.
+    res.build_seconds = res.compile_seconds;
+    res.compile_seconds = 0;
+    res.total_seconds = 0;
     st.build_failures[key] = res;
-    for (auto& item : waiting) {
+    st.build_failures[key].build_seconds = 0; // later duplicates reuse it for free
+    for (size_t i = 0; i < waiting.size(); ++i) {
       auto copy = res;
-      copy.id = item.request.id;
-      deliver(self, item.promise, std::move(copy));
+      copy.id = waiting[i].request.id;
+      if (i > 0)
+        copy.build_seconds = 0; // duplicates waited for the first copy's build
+      deliver(self, waiting[i].promise, std::move(copy));
     }
     return;
   }

@@ -80,6 +80,7 @@ struct pending_evaluation {
   eval_request request;
   caf::typed_response_promise<eval_result> promise;
   int attempts = 0; ///< times it was handed to an evaluator that went away before answering
+  double build_seconds = 0; ///< what a CPU builder spent on its build (the first of duplicates)
 };
 
 struct evaluator_supervisor_state {

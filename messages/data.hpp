@@ -198,8 +198,12 @@ struct eval_result {
   std::vector<std::string> hack_flags; ///< static-check or runtime findings, e.g. "try_except"
   std::string device;              ///< e.g. "NVIDIA H200 (gpu 0)"
   std::string evaluator;           ///< name of the evaluator actor that ran it
-  double compile_seconds = 0;
-  double total_seconds = 0;
+  double compile_seconds = 0;      ///< building/loading the candidate inside the GPU worker
+  double build_seconds = 0;        ///< its build on a CPU builder ahead of the GPU (0: none, reused)
+  double correctness_seconds = 0;  ///< correctness trials, reference runs excluded
+  double timing_seconds = 0;       ///< the candidate's timed trials and their checks
+  double reference_seconds = 0;    ///< running and timing the reference (0 when its timing was cached)
+  double total_seconds = 0;        ///< on the evaluator, from request to verdict
 };
 
 template <class Inspector>
@@ -207,7 +211,8 @@ typename Inspector::result_type inspect(Inspector& f, eval_result& x) {
   return f(caf::meta::type_name("eval_result"), x.id, x.compiled, x.correct, x.trials_passed,
            x.trials_total, x.error, x.error_excerpt, x.trials, x.kernel_runtime,
            x.reference_runtime, x.compiled_reference_runtime, x.speedup, x.hack_flags, x.device,
-           x.evaluator, x.compile_seconds, x.total_seconds);
+           x.evaluator, x.compile_seconds, x.build_seconds, x.correctness_seconds,
+           x.timing_seconds, x.reference_seconds, x.total_seconds);
 }
 
 // -- episodes -------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <sstream>
 
 namespace {
@@ -62,6 +63,50 @@ std::map<std::string, bool> baseline_verdicts(const std::string& path) {
   return out;
 }
 
+using done_atom = caf::atom_constant<caf::atom("done")>;
+
+/// What the collector fills in; read by main only after the collector said it is done.
+struct collected {
+  std::vector<kbrl::eval_result> results;
+  std::vector<double> done_at;
+  size_t answered = 0;
+};
+
+caf::behavior collect_verdicts(caf::event_based_actor* self,
+                               kbrl::evaluator_supervisor_actor sup,
+                               std::vector<kbrl::eval_request> reqs,
+                               std::vector<manifest_entry> entries,
+                               std::shared_ptr<collected> out, caf::actor notify,
+                               std::chrono::steady_clock::time_point t0) {
+  auto n = reqs.size();
+  for (size_t i = 0; i < n; ++i) {
+    auto on_answer = [self, i, n, entries, out, notify, t0](kbrl::eval_result r) {
+      out->results[i] = std::move(r);
+      auto at = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      out->done_at[i] = at;
+      auto& v = out->results[i];
+      std::printf("[%zu/%zu] %5.1f s  %s %-48s %-13s build %5.1f s, on GPU %5.1f s\n",
+                  ++out->answered, n, at, entries[i].id.c_str(), entries[i].problem.c_str(),
+                  v.correct ? "correct" : kbrl::to_string(v.error),
+                  v.build_seconds + v.compile_seconds, v.total_seconds);
+      std::fflush(stdout);
+      if (out->answered == n) {
+        self->send(notify, done_atom::value);
+        self->quit();
+      }
+    };
+    self->request(sup, caf::infinite, kbrl::evaluate_atom::value, reqs[i])
+      .then([on_answer](kbrl::eval_result& r) { on_answer(std::move(r)); },
+            [on_answer, self](caf::error& err) {
+              kbrl::eval_result r;
+              r.error = kbrl::eval_error::infrastructure;
+              r.error_excerpt = self->system().render(err);
+              on_answer(std::move(r));
+            });
+  }
+  return {[](done_atom) {}};
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -78,6 +123,9 @@ int main(int argc, char** argv) {
     ->delimiter(',');
   app.add_option("--out", out_path, "Write the verdicts and totals as JSON here");
   app.add_option("--compare", compare_path, "Baseline results.json to compare verdicts with");
+  std::string keep_dir;
+  app.add_option("--keep", keep_dir,
+                 "Work in this folder and keep it (build folders with their .ninja_log)");
   app.add_option("overrides", overrides, "Run-config overrides (eval.*), key=value");
   CLI11_PARSE(app, argc, argv);
 
@@ -109,7 +157,11 @@ int main(int argc, char** argv) {
       return 2;
     }
   char tmpl[] = "/tmp/kbrl-bench-XXXXXX";
-  std::string scratch = ::mkdtemp(tmpl);
+  std::string scratch = keep_dir;
+  if (scratch.empty())
+    scratch = ::mkdtemp(tmpl);
+  else
+    fs::create_directories(scratch);
   fs::permissions(scratch, fs::perms::others_exec, fs::perm_options::add);
   auto engine = kbrl::evaluation_engine_options(run);
   engine.worker.extensions_dir = scratch + "/extensions";
@@ -147,7 +199,9 @@ int main(int argc, char** argv) {
     kbrl::eval_request r;
     r.id = i;
     r.task = *prob;
-    r.task.backend = m.backend == "torch" ? kbrl::kernel_backend::torch : kbrl::kernel_backend::cuda;
+    // "cpu" candidates (CPU C++ extensions of the smoke set) are checked as the torch backend.
+    r.task.backend = m.backend == "torch" || m.backend == "cpu" ? kbrl::kernel_backend::torch
+                                                              : kbrl::kernel_backend::cuda;
     r.candidate_source = read_text(candidates_dir + "/" + m.candidate);
     r.timing.timeout_s = 600;
     r.trace = m.id;
@@ -166,28 +220,19 @@ int main(int argc, char** argv) {
   std::printf("kbrl-bench-eval: %zu candidates, %zu builder(s), %zu evaluator(s)\n", reqs.size(),
               builders, slots.size());
   auto t0 = std::chrono::steady_clock::now();
-  std::vector<kbrl::eval_result> results(reqs.size());
-  std::vector<double> done_at(reqs.size(), 0);
+  auto run_state = std::make_shared<collected>();
+  run_state->results.resize(reqs.size());
+  run_state->done_at.resize(reqs.size(), 0);
   {
     caf::scoped_actor self{sys};
-    using handle_t = decltype(self->request(sup, caf::infinite, kbrl::evaluate_atom::value,
-                                            reqs.front()));
-    std::vector<handle_t> pending;
-    for (auto& r : reqs)
-      pending.push_back(self->request(sup, caf::infinite, kbrl::evaluate_atom::value, r));
-    for (size_t i = 0; i < reqs.size(); ++i) {
-      pending[i].receive([&](kbrl::eval_result& r) { results[i] = std::move(r); },
-                         [&](caf::error& err) {
-                           results[i].error = kbrl::eval_error::infrastructure;
-                           results[i].error_excerpt = sys.render(err);
-                         });
-      done_at[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      std::printf("[%zu/%zu] %s %s %s %.1f s\n", i + 1, reqs.size(), entries[i].id.c_str(),
-                  entries[i].problem.c_str(),
-                  results[i].correct ? "correct" : kbrl::to_string(results[i].error), done_at[i]);
-      std::fflush(stdout);
-    }
+    // An event-based collector sends everything at once and prints each verdict as it arrives
+    // (in completion order, not submission order).
+    sys.spawn(collect_verdicts, sup, reqs, entries, run_state,
+              caf::actor_cast<caf::actor>(self), t0);
+    self->receive([](done_atom) {});
   }
+  auto& results = run_state->results;
+  auto& done_at = run_state->done_at;
   auto total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::string builds = "?", reused = "?";
   {
@@ -206,18 +251,33 @@ int main(int argc, char** argv) {
   }
   caf::anon_send_exit(sup, caf::exit_reason::user_shutdown);
 
-  double compile_sum = 0, eval_sum = 0;
+  // Where the time went, summed over candidates: CPU builds run in parallel with the GPU, so
+  // only the evaluator's own phases add up to (at most) the GPU's busy time.
+  double build_sum = 0, load_sum = 0, correctness_sum = 0, timing_sum = 0, reference_sum = 0,
+         eval_sum = 0;
   size_t correct = 0;
   for (auto& r : results) {
-    compile_sum += r.compile_seconds;
+    build_sum += r.build_seconds;
+    load_sum += r.compile_seconds;
+    correctness_sum += r.correctness_seconds;
+    timing_sum += r.timing_seconds;
+    reference_sum += r.reference_seconds;
     eval_sum += r.total_seconds;
     correct += r.correct ? 1 : 0;
   }
   auto per_minute = reqs.size() / (total / 60.0);
   std::printf("kbrl: %zu candidates in %.1f s = %.2f candidates/min; %zu correct; builds %s, "
-              "reused %s; in-worker build time %.1f s, evaluator time %.1f s\n",
-              reqs.size(), total, per_minute, correct, builds.c_str(), reused.c_str(), compile_sum,
-              eval_sum);
+              "reused %s\n",
+              reqs.size(), total, per_minute, correct, builds.c_str(), reused.c_str());
+  std::printf("where the time went (summed over candidates):\n"
+              "  CPU builders, building ahead     %8.1f s  (%zu builders in parallel)\n"
+              "  evaluators, building or loading  %8.1f s\n"
+              "  evaluators, correctness trials   %8.1f s\n"
+              "  evaluators, timing the candidate %8.1f s\n"
+              "  evaluators, reference runs       %8.1f s\n"
+              "  evaluators, in all               %8.1f s  (%.0f%% of %zu evaluator(s) x wall)\n",
+              build_sum, builders, load_sum, correctness_sum, timing_sum, reference_sum, eval_sum,
+              100.0 * eval_sum / (total * static_cast<double>(slots.size())), slots.size());
 
   size_t agree = 0, compared = 0;
   if (!compare_path.empty()) {
@@ -247,6 +307,7 @@ int main(int argc, char** argv) {
       .field("evaluators", static_cast<uint64_t>(slots.size()))
       .field("builds", builds)
       .field("builds_reused", reused)
+      .field("inputs_on", engine.inputs_on)
       .field("agree", static_cast<uint64_t>(agree))
       .field("compared", static_cast<uint64_t>(compared));
     w.key("candidates").begin_array();
@@ -263,6 +324,10 @@ int main(int argc, char** argv) {
         .field("kernel_ms", r.kernel_runtime.mean_ms)
         .field("reference_ms", r.reference_runtime.mean_ms)
         .field("compile_seconds", r.compile_seconds)
+        .field("build_seconds", r.build_seconds)
+        .field("correctness_seconds", r.correctness_seconds)
+        .field("timing_seconds", r.timing_seconds)
+        .field("reference_seconds", r.reference_seconds)
         .field("evaluator_seconds", r.total_seconds)
         .field("done_at_seconds", done_at[i])
         .field("evaluator", r.evaluator)
@@ -272,6 +337,7 @@ int main(int argc, char** argv) {
     std::ofstream(out_path) << w.str() << "\n";
   }
   std::error_code ec;
-  fs::remove_all(scratch, ec);
+  if (keep_dir.empty())
+    fs::remove_all(scratch, ec);
   return 0;
 }

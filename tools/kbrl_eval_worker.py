@@ -26,6 +26,7 @@ Runs with Python >= 3.9 and torch >= 1.13 (CPU) as well as recent CUDA builds of
 
 import argparse
 import builtins
+import contextlib
 import gc
 import json
 import linecache
@@ -33,6 +34,7 @@ import math
 import os
 import random
 import re
+import shlex
 import shutil
 import signal
 import sys
@@ -426,6 +428,91 @@ def _install_build_reuse(cpp_extension):
     cpp_extension._jit_compile = jit_compile
 
 
+PCH_HEADER = "kbrl_torch_extension.h"
+PCH_TIMEOUT_S = 600
+
+
+def _torch_pch_for(cflags, post_cflags):
+    """The path of a header that includes <torch/extension.h>, next to a GCC precompiled copy
+    of it made with these exact flags, or None when none can be made.
+
+    Most of a load_inline build of main.cpp is parsing torch/extension.h; with the precompiled
+    header the parse is a load. The header lives beside the per-candidate build folders (the
+    parent of TORCH_EXTENSIONS_DIR), shared by builders and evaluators, keyed by compiler and
+    flags. The extension's own name is left out of the key: no torch header uses it. GCC checks
+    a .gch against the compile's flags and silently parses the header instead when they differ,
+    so a stale or foreign .gch costs speed, never correctness."""
+    import fcntl
+    import hashlib
+    import subprocess
+    ext_dir = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if not ext_dir:
+        return None
+    flags = [f for f in list(cflags or []) + list(post_cflags or [])
+             if not f.startswith("-DTORCH_EXTENSION_NAME=")]
+    compiler = os.environ.get("CXX", "c++")
+    key = hashlib.sha256("\0".join([compiler] + flags).encode()).hexdigest()[:16]
+    folder = os.path.join(os.path.dirname(os.path.abspath(ext_dir)), ".kbrl-pch", key)
+    header = os.path.join(folder, PCH_HEADER)
+    gch = header + ".gch"
+    failed = os.path.join(folder, "failed")
+    if os.path.exists(gch):
+        return header
+    if os.path.exists(failed):
+        return None
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one process builds it; the others wait, then reuse
+        if os.path.exists(gch):
+            return header
+        with open(header, "w") as f:
+            f.write("#pragma once\n#include <torch/extension.h>\n")
+        tmp = gch + ".%d.tmp" % os.getpid()
+        # torch writes the flags shell-quoted for ninja, which runs them through /bin/sh: so
+        # does this, or a macro like PYBIND11_COMPILER_TYPE would differ from the real compile
+        cmd = " ".join([shlex.quote(compiler), "-x", "c++-header"] + flags
+                       + [shlex.quote(header), "-o", shlex.quote(tmp)])
+        try:
+            proc = subprocess.run(cmd, shell=True, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, timeout=PCH_TIMEOUT_S)
+            ok = proc.returncode == 0
+            log = proc.stdout.decode(errors="replace")
+        except (OSError, subprocess.SubprocessError) as e:
+            ok, log = False, str(e)
+        if not ok:
+            with open(failed, "w") as f:
+                f.write(cmd + "\n" + log[-4000:])
+            return None
+        os.replace(tmp, gch)
+    return header
+
+
+def _install_torch_pch(cpp_extension):
+    """Makes torch's ninja files compile C++ sources with the precompiled torch/extension.h
+    (see _torch_pch_for). CUDA sources are untouched: nvcc has no precompiled headers."""
+    original = getattr(cpp_extension, "_write_ninja_file", None)
+    if original is None or getattr(original, "_kbrl_pch", False) or os.name != "posix":
+        return
+    import inspect
+    signature = inspect.signature(original)
+
+    def write_ninja_file(*args, **kwargs):
+        try:
+            bound = signature.bind(*args, **kwargs)
+            header = _torch_pch_for(bound.arguments.get("cflags"),
+                                    bound.arguments.get("post_cflags"))
+        except BaseException:  # noqa: BLE001 - a missing speed-up is not an error
+            header = None
+        if header is not None:
+            bound.arguments["cflags"] = list(bound.arguments.get("cflags") or []) + [
+                "-include", header]
+            return original(*bound.args, **bound.kwargs)
+        return original(*args, **kwargs)
+
+    write_ninja_file._kbrl_pch = True
+    cpp_extension._write_ninja_file = write_ninja_file
+
+
 class Worker:
     def __init__(self, args):
         self.args = args
@@ -467,6 +554,8 @@ class Worker:
                 self.l2_bytes = int(getattr(props, "L2_cache_size", 0) or 0)
             import torch.utils.cpp_extension as cpp_extension
             _install_build_reuse(cpp_extension)
+            if not self.args.no_pch:
+                _install_torch_pch(cpp_extension)
             self.guard = NamespaceGuard()
             self.flags = FlagState()
             self.baseline_flags = self.flags.snapshot()
@@ -593,6 +682,7 @@ class Evaluation:
         self.replacements = []
         self.env_before = None
         self.cwd_before = None
+        self._inputs_on_device = False
 
     # -- parameters ----------------------------------------------------------------------------
 
@@ -618,6 +708,9 @@ class Evaluation:
         p["atol"] = tol if atol < 0 else atol
         p["rtol"] = tol if rtol < 0 else rtol
         p["time_reference"] = bool(r.get("time_reference", True))
+        p["inputs_on"] = str(r.get("inputs_on", "device"))
+        if p["inputs_on"] not in ("device", "host"):
+            raise ValueError("inputs_on '%s': expected device or host" % p["inputs_on"])
         bd = r.get("build_dir") or os.path.join(self.w.scratch, "torch_extensions")
         p["build_dir"] = os.path.abspath(str(bd))
         p["timeout_s"] = float(r.get("timeout_s", 300))
@@ -643,6 +736,9 @@ class Evaluation:
             try:
                 self.p = self._params()
                 ans["trials_total"] = self.p["trials"]
+                # torch.device works as a default-device context from torch 2.0 on
+                self._inputs_on_device = (self.p["inputs_on"] == "device" and self.w.cuda
+                                          and hasattr(torch.device, "__enter__"))
                 if self.p["timeout_s"] > 0:
                     signal.setitimer(signal.ITIMER_REAL, self.p["budget_s"])
                     armed = True
@@ -1008,12 +1104,27 @@ class Evaluation:
     def _draw_inputs(self, seed):
         self._seed(seed)
         try:
-            return [self._process(x) for x in self.ref_mod.get_inputs()]
+            with self._input_device():
+                raw = self.ref_mod.get_inputs()
+            return [self._process(x) for x in raw]
         except BudgetExceeded:
             raise
         except BaseException as e:  # noqa: BLE001
+            if self._inputs_on_device:
+                # a get_inputs() that needs host tensors (numpy, CPU-only ops): draw this
+                # problem's inputs on the host from now on
+                self._inputs_on_device = False
+                return self._draw_inputs(seed)
             raise ReferenceError_(format_exception(e, self.files, self.replacements,
                                                    headline="the reference's get_inputs() failed:"))
+
+    def _input_device(self):
+        """Makes the GPU the default device for tensor factories while get_inputs() runs, so a
+        torch.rand of several GB is drawn in place in milliseconds instead of seconds on the CPU
+        plus a copy. The seed is the same; the generator (and so the values) is the GPU's."""
+        if self._inputs_on_device:
+            return torch.device(self.w.device)
+        return contextlib.nullcontext()
 
     def _correctness(self):
         self.phase = "correctness"
@@ -1319,6 +1430,10 @@ def main(argv=None):
     ap.add_argument("--out-fd", type=int, required=True)
     ap.add_argument("--scratch", required=True)
     ap.add_argument("--device", choices=("cuda", "cpu"), default=None)
+    ap.add_argument("--no-pch", action="store_true",
+                    default=os.environ.get("KBRL_EVAL_NO_PCH", "") not in ("", "0"),
+                    help="build C++ sources without the precompiled torch/extension.h "
+                         "(also: KBRL_EVAL_NO_PCH=1)")
     args = ap.parse_args(argv)
 
     # Move the protocol pipes out of the candidate's way: close-on-exec (compilers and other

@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """Puts the two sides of the evaluator-throughput benchmark side by side.
 
-    compare_results.py --baseline results.json --kbrl kbrl.json [--manifest M]
+    compare_results.py --baseline results.json [more.json ...] --kbrl kbrl.json [--manifest M]
+
+Several --baseline files are shards of one baseline run (kernelbench_baseline.py --start/--limit,
+for example one per GPU): their candidates are merged and their wall times added, which is the
+time one sequential baseline process would have taken.
 
 results.json: kernelbench_baseline.py; kbrl.json: build-gpu/kbrl-bench-eval --out. Both hold
 {"candidates": [{"id", "correct", "kernel_ms", "reference_ms", ...}], "total_seconds",
@@ -22,6 +26,30 @@ def load(path):
     return doc, {c["id"]: c for c in cands if isinstance(c, dict) and "id" in c}
 
 
+def merge_shards(paths):
+    """One baseline document from shards: candidates united, seconds added."""
+    merged = {"candidates": [], "total_seconds": 0.0, "estimated_seconds": 0.0}
+    for path in paths:
+        doc, _ = load(path)
+        merged["candidates"] += doc.get("candidates", [])
+        merged["total_seconds"] += doc.get("total_seconds") or 0.0
+        merged["estimated_seconds"] += doc.get("estimated_seconds") or 0.0
+    n = len(merged["candidates"])
+    seconds = merged["total_seconds"] + merged["estimated_seconds"]
+    merged["candidates_per_minute"] = n / (seconds / 60.0) if seconds > 0 else None
+    return merged, {c["id"]: c for c in merged["candidates"] if "id" in c}
+
+
+def phase_sums(cands, keys):
+    """Seconds per phase summed over candidates; a phase is a key of phase_seconds or a field."""
+    sums = dict.fromkeys(keys, 0.0)
+    for c in cands:
+        phases = c.get("phase_seconds") or {}
+        for k in keys:
+            sums[k] += float(phases.get(k, c.get(k, 0.0)) or 0.0)
+    return sums
+
+
 def median(xs):
     xs = sorted(xs)
     if not xs:
@@ -32,11 +60,11 @@ def median(xs):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--baseline", required=True)
+    ap.add_argument("--baseline", required=True, nargs="+")
     ap.add_argument("--kbrl", required=True)
     ap.add_argument("--manifest")
     args = ap.parse_args(argv)
-    bdoc, base = load(args.baseline)
+    bdoc, base = merge_shards(args.baseline)
     kdoc, kbrl = load(args.kbrl)
     kinds = {}
     if args.manifest:
@@ -61,6 +89,13 @@ def main(argv=None):
               ", %.1f s estimated" % bdoc["estimated_seconds"] if bdoc.get("estimated_seconds")
               else "", "%.2f" % kc if kc else "?", len(kbrl), kdoc.get("total_seconds") or 0.0,
               "; kbrl / baseline = %.1fx" % (kc / bc) if bc and kc else ""))
+    b_phases = phase_sums(base.values(), ("startup", "build", "correctness", "timing", "reference"))
+    print("baseline time by phase (s, summed): " + ", ".join(
+        "%s %.1f" % kv for kv in b_phases.items()))
+    k_phases = phase_sums(kbrl.values(), ("build_seconds", "compile_seconds", "correctness_seconds",
+                                          "timing_seconds", "reference_seconds"))
+    print("kbrl time by phase (s, summed; CPU builds overlap the GPU): " + ", ".join(
+        "%s %.1f" % kv for kv in k_phases.items()))
     ratios = []
     for i in ids:
         b, k = base[i], kbrl[i]

@@ -59,6 +59,11 @@ const std::vector<setting>& all_settings() {
      "How workers are fenced off: bwrap (no network, read-only filesystem except scratch, own "
      "PID namespace), unshare (no network; root only), none, or auto (the strongest that works).",
      {"auto", "bwrap", "unshare", "none"}},
+    {"eval.inputs_on", setting_kind::string, "\"device\"",
+     "Where get_inputs() draws its random tensors: device (on the GPU, seconds faster for large "
+     "inputs; same seeds, other values than KernelBench) or host (KernelBench's exact values: "
+     "drawn on the CPU, then copied).",
+     {"device", "host"}},
     {"eval.drop_privileges", setting_kind::boolean, "true",
      "When kbrl runs as root, run workers as the unprivileged user nobody."},
     {"eval.max_processes", setting_kind::integer, "512",

@@ -327,6 +327,9 @@ eval_result eval_engine::build(const eval_request& req) {
   }
   res.compiled = flag(doc, "ok");
   res.compile_seconds = number(doc, "compile_seconds");
+  res.correctness_seconds = number(doc, "correctness_seconds");
+  res.timing_seconds = number(doc, "timing_seconds");
+  res.reference_seconds = number(doc, "reference_seconds");
   if (!res.compiled) {
     res.error = parse_error_category(text(doc, "error"));
     res.error_excerpt = bounded(text(doc, "error_excerpt"), opts_.excerpt_bytes);
@@ -371,6 +374,7 @@ eval_result eval_engine::evaluate(const eval_request& req) {
     .field("atol", t.atol)
     .field("rtol", t.rtol)
     .field("time_reference", time_reference)
+    .field("inputs_on", opts_.inputs_on)
     .field("build_dir", build_dir_of(req.candidate_source))
     .field("timeout_s", t.timeout_s)
     .end_object();

@@ -31,6 +31,9 @@ struct engine_options {
   uint32_t recycle_after = 200;     ///< evaluations before the worker is replaced (load_inline leaks)
   double recycle_rss_mb = 16384;    ///< replace the worker when its RSS passes this
   double suspicious_speedup = 10;   ///< speedups above this are flagged "suspicious_speedup"
+  /// Where get_inputs() draws: "device" (the worker's GPU; inputs of several GB take
+  /// milliseconds instead of seconds) or "host" (KernelBench's exact values, drawn on the CPU).
+  std::string inputs_on = "device";
   std::chrono::milliseconds start_timeout{120000}; ///< importing torch + first CUDA context
   std::chrono::milliseconds canary_timeout{30000};
   size_t excerpt_bytes = 4000;      ///< longest error excerpt kept

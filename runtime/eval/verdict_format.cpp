@@ -58,6 +58,10 @@ std::string verdict_json(const eval_result& r) {
   w.field("device", r.device)
     .field("evaluator", r.evaluator)
     .field("compile_seconds", r.compile_seconds)
+    .field("build_seconds", r.build_seconds)
+    .field("correctness_seconds", r.correctness_seconds)
+    .field("timing_seconds", r.timing_seconds)
+    .field("reference_seconds", r.reference_seconds)
     .field("total_seconds", r.total_seconds)
     .end_object();
   return w.str();
@@ -93,9 +97,12 @@ std::string verdict_text(const eval_result& r) {
     out += "flags: " + join(r.hack_flags) + "\n";
   if (!r.error_excerpt.empty())
     out += r.error_excerpt + (r.error_excerpt.back() == '\n' ? "" : "\n");
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "device %s, %.1f s (build %.1f s)\n", r.device.c_str(),
-                r.total_seconds, r.compile_seconds);
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "device %s, %.1f s (build %.1f s, correctness %.1f s, timing %.1f s, "
+                "reference %.1f s)\n",
+                r.device.c_str(), r.total_seconds, r.compile_seconds + r.build_seconds,
+                r.correctness_seconds, r.timing_seconds, r.reference_seconds);
   out += buf;
   return out;
 }

@@ -31,7 +31,9 @@ kbrl)
   export PATH=/opt/kbrl-deps/usr/bin:$PATH   # bwrap
   keep=/tmp/kbrl-bench-keep
   rm -rf "$keep"
-  timeout "${KBRL_BENCH_LIMIT:-420}" taskset -c 0-15 build-gpu/kbrl-bench-eval \
+  limit=${KBRL_BENCH_LIMIT:-$(( 570 - ($(date +%s) - t0) ))}  # inside a 600-s device call
+  echo "kbrl-bench-eval: limit $limit s"
+  timeout "$limit" taskset -c 0-15 build-gpu/kbrl-bench-eval \
     --manifest "$cands/manifest.json" --candidates "$cands" --kernelbench "$kb" \
     --builders "${KBRL_BUILDERS:-12}" --gpu 0 --out "$out/kbrl.json" --keep "$keep" \
     > "$out/kbrl.log" 2>&1

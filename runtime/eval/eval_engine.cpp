@@ -327,9 +327,6 @@ eval_result eval_engine::build(const eval_request& req) {
   }
   res.compiled = flag(doc, "ok");
   res.compile_seconds = number(doc, "compile_seconds");
-  res.correctness_seconds = number(doc, "correctness_seconds");
-  res.timing_seconds = number(doc, "timing_seconds");
-  res.reference_seconds = number(doc, "reference_seconds");
   if (!res.compiled) {
     res.error = parse_error_category(text(doc, "error"));
     res.error_excerpt = bounded(text(doc, "error_excerpt"), opts_.excerpt_bytes);
@@ -414,6 +411,9 @@ eval_result eval_engine::evaluate(const eval_request& req) {
         res.hack_flags.emplace_back(sv);
     }
   res.compile_seconds = number(doc, "compile_seconds");
+  res.correctness_seconds = number(doc, "correctness_seconds");
+  res.timing_seconds = number(doc, "timing_seconds");
+  res.reference_seconds = number(doc, "reference_seconds");
   if (time_reference) {
     res.reference_runtime = read_stats(doc, "reference_runtime");
     if (res.reference_runtime.trials > 0)

@@ -1,0 +1,132 @@
+#pragma once
+// The byte-level BPE model: the vocabulary (raw bytes <-> id), the merge table, and the merge
+// loop that turns one pre-token piece into ids.
+//
+// BPE runs on raw bytes and token ids, not on the byte-level strings tokenizer.json writes:
+// each vocabulary entry is translated once at load ("Ġthe" -> " the"), a piece starts as one
+// symbol per byte, and a merge rule maps a pair of ids to (rank, merged id). The loop always
+// applies the lowest-ranked merge among adjacent pairs, the leftmost on a tie - the order the
+// Rust and JavaScript implementations use - through a heap with lazy invalidation, so a piece of
+// n bytes costs O(n log n) merges instead of the O(n^2) of rescanning after every merge.
+// Results for pieces up to max_cached_piece bytes are kept in a bounded cache.
+
+#include <caf/expected.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace kbrl::tok {
+
+/// Remembers the ids of recently encoded pieces. Two generations approximate an LRU cache at
+/// the cost of two hash lookups: entries go into the current generation; when it holds
+/// `capacity` entries it becomes the previous one and the old previous one is dropped; a hit in
+/// the previous generation is copied forward. Thread-safe.
+class piece_cache {
+public:
+  explicit piece_cache(std::size_t capacity) : capacity_(capacity) {}
+
+  /// Appends the ids cached for `piece` to `out` and returns true, or returns false.
+  bool find(std::string_view piece, std::vector<int32_t>& out);
+
+  /// Remembers that `piece` encodes to ids[0..count).
+  void insert(std::string_view piece, const int32_t* ids, std::size_t count);
+
+  /// Entries held in both generations.
+  std::size_t size() const;
+
+  /// Forgets everything.
+  void clear();
+
+private:
+  struct generation {
+    std::deque<std::string> keys; // owns the bytes the map's keys point to (deque: stable)
+    std::unordered_map<std::string_view, std::vector<int32_t>> ids;
+  };
+  void insert_locked(std::string_view piece, std::vector<int32_t> ids);
+
+  std::size_t capacity_;
+  mutable std::mutex mutex_;
+  generation current_;
+  generation previous_;
+};
+
+/// A validated byte-level BPE vocabulary and merge table.
+class bpe_model {
+public:
+  bpe_model() = default;
+  // Move-only: the byte index points into the strings the model owns.
+  bpe_model(bpe_model&&) = default;
+  bpe_model& operator=(bpe_model&&) = default;
+  bpe_model(const bpe_model&) = delete;
+  bpe_model& operator=(const bpe_model&) = delete;
+
+  /// Longest piece whose ids are cached; longer pieces are rare and rarely repeat.
+  static constexpr std::size_t max_cached_piece = 256;
+  /// Entries per cache generation.
+  static constexpr std::size_t cache_capacity = 65536;
+
+  /// Builds the model from tokenizer.json's "model" section: `vocab` as (byte-level token, id)
+  /// pairs, `merges` as (left, right) byte-level pairs in rank order. `file` names the file in
+  /// errors. Fails with errc::invalid_config naming "model.vocab" or "model.merges[i]" when a
+  /// token is not written in the byte-level alphabet, an id is used twice, a byte has no token,
+  /// or a merge names a token (or produces one) missing from the vocabulary.
+  static caf::expected<bpe_model> create(const std::vector<std::pair<std::string_view, int64_t>>& vocab,
+                                         const std::vector<std::pair<std::string_view, std::string_view>>& merges,
+                                         bool ignore_merges, const std::string& file);
+
+  /// Appends the ids of one pre-token piece (raw bytes, non-empty) to `out`.
+  void encode(std::string_view piece, std::vector<int32_t>& out) const;
+
+  /// The id of the token whose raw bytes are `bytes`, if any.
+  std::optional<int32_t> find(std::string_view bytes) const;
+
+  /// The raw bytes of vocabulary token `id`, or nullptr if `id` is not in the vocabulary.
+  const std::string* bytes_of(int32_t id) const;
+
+  /// One more than the largest vocabulary id.
+  int32_t id_limit() const { return static_cast<int32_t>(bytes_.size()); }
+
+  /// Number of vocabulary entries (ids may have gaps).
+  std::size_t size() const { return size_; }
+
+  /// Number of merge rules.
+  std::size_t merge_count() const { return merges_.size(); }
+
+  /// Pieces held in the cache.
+  std::size_t cached_pieces() const { return cache_->size(); }
+
+  /// Empties the cache (for measurements of the uncached path).
+  void clear_cache() const { cache_->clear(); }
+
+private:
+  struct merge_rule {
+    int32_t rank;
+    int32_t merged;
+  };
+  static uint64_t pair_key(int32_t left, int32_t right) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32)
+           | static_cast<uint32_t>(right);
+  }
+  const merge_rule* rule(int32_t left, int32_t right) const;
+  void merge(std::string_view piece, std::vector<int32_t>& out) const;
+
+  std::vector<std::string> bytes_;         // raw bytes by id; empty where no token has the id
+  std::vector<bool> present_;              // whether the id is in the vocabulary
+  std::size_t size_ = 0;
+  std::unordered_map<std::string_view, int32_t> by_bytes_; // keys point into bytes_
+  std::unordered_map<uint64_t, merge_rule> merges_;
+  int32_t byte_ids_[256] = {};
+  bool ignore_merges_ = false;
+  std::shared_ptr<piece_cache> cache_;
+};
+
+} // namespace kbrl::tok

@@ -5,44 +5,91 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 
 namespace kbrl::tok {
 
 // ---- piece_cache --------------------------------------------------------------------------
 
+const piece_cache::slot* piece_cache::generation::find(std::string_view piece,
+                                                       uint64_t hash) const {
+  if (slots.empty())
+    return nullptr;
+  const std::size_t mask = slots.size() - 1;
+  for (std::size_t i = hash & mask;; i = (i + 1) & mask) {
+    const slot& s = slots[i];
+    if (s.key_size == 0)
+      return nullptr;
+    if (s.hash == hash && s.key_size == piece.size()
+        && std::memcmp(keys.data() + s.key, piece.data(), piece.size()) == 0)
+      return &s;
+  }
+}
+
+void piece_cache::generation::insert(std::string_view piece, uint64_t hash, const int32_t* id,
+                                     std::size_t n, std::size_t capacity) {
+  if (slots.empty()) {
+    std::size_t size = 2;
+    while (size < 2 * capacity)
+      size *= 2;
+    slots.resize(size);
+  }
+  const std::size_t mask = slots.size() - 1;
+  std::size_t i = hash & mask;
+  while (slots[i].key_size != 0)
+    i = (i + 1) & mask;
+  slot& s = slots[i];
+  s.hash = hash;
+  s.key = static_cast<uint32_t>(keys.size());
+  s.ids = static_cast<uint32_t>(ids.size());
+  s.key_size = static_cast<uint16_t>(piece.size());
+  s.id_count = static_cast<uint16_t>(n);
+  keys.append(piece);
+  ids.insert(ids.end(), id, id + n);
+  ++count;
+}
+
 bool piece_cache::find(std::string_view piece, std::vector<int32_t>& out) {
+  const uint64_t hash = std::hash<std::string_view>{}(piece);
   std::lock_guard<std::mutex> lock{mutex_};
-  if (auto it = current_.ids.find(piece); it != current_.ids.end()) {
-    out.insert(out.end(), it->second.begin(), it->second.end());
+  if (const slot* s = current_.find(piece, hash)) {
+    const int32_t* ids = current_.ids.data() + s->ids;
+    out.insert(out.end(), ids, ids + s->id_count);
     return true;
   }
-  if (auto it = previous_.ids.find(piece); it != previous_.ids.end()) {
-    out.insert(out.end(), it->second.begin(), it->second.end());
-    insert_locked(piece, it->second); // copied: a rotation may drop the previous generation
+  if (const slot* s = previous_.find(piece, hash)) {
+    // Copied out first: moving it forward may rotate the previous generation away.
+    const std::size_t first = out.size();
+    const int32_t* ids = previous_.ids.data() + s->ids;
+    out.insert(out.end(), ids, ids + s->id_count);
+    insert_locked(piece, hash, out.data() + first, out.size() - first);
     return true;
   }
   return false;
 }
 
 void piece_cache::insert(std::string_view piece, const int32_t* ids, std::size_t count) {
+  if (piece.empty() || piece.size() > UINT16_MAX || count > UINT16_MAX)
+    return;
+  const uint64_t hash = std::hash<std::string_view>{}(piece);
   std::lock_guard<std::mutex> lock{mutex_};
-  if (current_.ids.count(piece) == 0)
-    insert_locked(piece, std::vector<int32_t>(ids, ids + count));
+  if (current_.find(piece, hash) == nullptr)
+    insert_locked(piece, hash, ids, count);
 }
 
-void piece_cache::insert_locked(std::string_view piece, std::vector<int32_t> ids) {
-  if (current_.ids.size() >= capacity_) {
+void piece_cache::insert_locked(std::string_view piece, uint64_t hash, const int32_t* ids,
+                                std::size_t count) {
+  if (current_.count >= capacity_) {
     previous_ = std::move(current_);
     current_ = generation{};
   }
-  current_.keys.emplace_back(piece);
-  current_.ids.emplace(current_.keys.back(), std::move(ids));
+  current_.insert(piece, hash, ids, count, capacity_);
 }
 
 std::size_t piece_cache::size() const {
   std::lock_guard<std::mutex> lock{mutex_};
-  return current_.ids.size() + previous_.ids.size();
+  return current_.count + previous_.count;
 }
 
 void piece_cache::clear() {
@@ -124,7 +171,8 @@ bpe_model::create(const std::vector<std::pair<std::string_view, int64_t>>& vocab
     m.byte_ids_[b] = it->second;
   }
 
-  m.merges_.reserve(merges.size());
+  std::vector<std::pair<uint64_t, merge_rule>> rules;
+  rules.reserve(merges.size());
   std::string joined;
   for (std::size_t rank = 0; rank < merges.size(); ++rank) {
     const auto& [left, right] = merges[rank];
@@ -141,16 +189,31 @@ bpe_model::create(const std::vector<std::pair<std::string_view, int64_t>>& vocab
     if (merged == by_text.end())
       return fail(key, "merges \"" + std::string{left} + "\" and \"" + std::string{right}
                          + "\" into \"" + joined + "\", which is not in model.vocab");
-    // A repeated pair keeps its last rank, as the Rust and JavaScript loaders do.
-    m.merges_[pair_key(l->second, r->second)] =
-      merge_rule{static_cast<int32_t>(rank), merged->second};
+    rules.emplace_back(pair_key(l->second, r->second),
+                       merge_rule{static_cast<int32_t>(rank), merged->second});
   }
+  m.merges_.build(rules);
   return m;
 }
 
-const bpe_model::merge_rule* bpe_model::rule(int32_t left, int32_t right) const {
-  auto it = merges_.find(pair_key(left, right));
-  return it == merges_.end() ? nullptr : &it->second;
+void bpe_model::merge_table::build(const std::vector<std::pair<uint64_t, merge_rule>>& rules) {
+  int bits = 1;
+  while ((std::size_t{1} << bits) < 2 * rules.size() + 2)
+    ++bits;
+  shift_ = 64 - bits;
+  mask_ = (uint64_t{1} << bits) - 1;
+  keys_.assign(std::size_t{1} << bits, empty);
+  rules_.assign(std::size_t{1} << bits, merge_rule{});
+  size_ = 0;
+  for (const auto& [key, rule] : rules) {
+    uint64_t slot = hash(key);
+    while (keys_[slot] != empty && keys_[slot] != key)
+      slot = (slot + 1) & mask_;
+    // A repeated pair keeps its last rank, as the Rust and JavaScript loaders do.
+    size_ += keys_[slot] == empty;
+    keys_[slot] = key;
+    rules_[slot] = rule;
+  }
 }
 
 std::optional<int32_t> bpe_model::find(std::string_view bytes) const {

@@ -5,7 +5,9 @@
 
 #include <pcre2.h>
 
+#include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <stdexcept>
 
 namespace kbrl::tok {
@@ -259,6 +261,13 @@ void js_regex::split(std::string_view text, bool keep_matches,
   std::size_t prev = 0;  // end of the last match
   std::size_t start = 0; // where the next search begins
   while (start <= n) {
+    // PCRE2's default limit (10^7 steps) stops a match over a run of white space longer than a
+    // few million characters. Tokenizer patterns match in linear time, so the limit grows with
+    // the text left; a pathological pattern still cannot run unbounded.
+    const std::size_t left = n - start;
+    pcre2_set_match_limit(state.context,
+                          static_cast<uint32_t>(std::min<std::size_t>(
+                            UINT32_MAX, 10'000'000 + 64 * left)));
     int rc;
     if (code_->jit)
       rc = pcre2_jit_match(code_->compiled, subject, n, start, 0, state.data, state.context);
@@ -269,10 +278,12 @@ void js_regex::split(std::string_view text, bool keep_matches,
         || rc == PCRE2_ERROR_HEAPLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT) {
       // The JIT ran out of stack: the interpreter keeps its backtracking state on the heap.
       rc = pcre2_match(code_->compiled, subject, n, start, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT,
-                       state.data, nullptr);
+                       state.data, state.context);
     }
+    // No further match; or, for a pattern that needs more than the limits above, the rest
+    // of the text stays one piece (it still decodes to itself).
     if (rc < 0)
-      break; // no further match (or a resource limit even on the heap: the rest is one piece)
+      break;
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(state.data);
     const std::size_t begin = ovector[0];
     const std::size_t end = ovector[1];

@@ -2,8 +2,11 @@
 
 #include <utf8proc.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
+#include <vector>
 
 namespace kbrl::tok {
 
@@ -171,6 +174,113 @@ std::string_view trim_js_whitespace_end(std::string_view text) {
   return text.substr(0, end);
 }
 
+namespace {
+
+/// Code points below this are classified by nfc_inert(); the rest always take utf8proc's path.
+constexpr char32_t inert_limit = 0x30000;
+
+/// Per code point below inert_limit: true if the character is "NFC-inert": a text made only
+/// of such characters is already in NFC, so normalizing it can be skipped. That holds for a
+/// character that is assigned, has canonical combining class 0, is its own NFC, and can be
+/// neither the second part of a canonical composition nor begin with one when decomposed
+/// (so nothing before or after it can compose with it). Derived from utf8proc's own tables on
+/// first use; ASCII, CJK, kana, Hangul syllables, Cyrillic and emoji are all inert, combining
+/// marks and Hangul jamo are not.
+const std::vector<bool>& nfc_inert() {
+  static const std::vector<bool> table = [] {
+    std::vector<bool> second(inert_limit, false);
+    utf8proc_int32_t parts[32];
+    for (char32_t cp = 0; cp < inert_limit; ++cp) {
+      int boundclass = 0;
+      const utf8proc_ssize_t n =
+        utf8proc_decompose_char(static_cast<utf8proc_int32_t>(cp), parts, 32,
+                                UTF8PROC_DECOMPOSE, &boundclass);
+      for (utf8proc_ssize_t k = 1; k < n; ++k)
+        if (parts[k] >= 0 && static_cast<char32_t>(parts[k]) < inert_limit)
+          second[parts[k]] = true;
+    }
+    std::vector<bool> inert(inert_limit, false);
+    for (char32_t cp = 0; cp < inert_limit; ++cp) {
+      const utf8proc_property_t* p = utf8proc_get_property(static_cast<utf8proc_int32_t>(cp));
+      if (p->category == UTF8PROC_CATEGORY_CN || p->category == UTF8PROC_CATEGORY_CS
+          || p->combining_class != 0 || second[cp])
+        continue;
+      int boundclass = 0;
+      const utf8proc_ssize_t n =
+        utf8proc_decompose_char(static_cast<utf8proc_int32_t>(cp), parts, 32,
+                                UTF8PROC_DECOMPOSE, &boundclass);
+      if (n < 1 || n > 32 || (parts[0] >= 0 && static_cast<char32_t>(parts[0]) < inert_limit
+                              && second[parts[0]]))
+        continue;
+      if (n > 1 || static_cast<char32_t>(parts[0]) != cp) {
+        // It decomposes: inert only if NFC composes it back into itself.
+        std::string one;
+        append_utf8(one, cp);
+        utf8proc_uint8_t* mapped = nullptr;
+        const utf8proc_ssize_t length =
+          utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(one.data()),
+                       static_cast<utf8proc_ssize_t>(one.size()), &mapped,
+                       static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+        const bool same = length == static_cast<utf8proc_ssize_t>(one.size())
+                          && std::memcmp(one.data(), mapped, one.size()) == 0;
+        std::free(mapped);
+        if (!same)
+          continue;
+      }
+      inert[cp] = true;
+    }
+    return inert;
+  }();
+  return table;
+}
+
+/// NFC of `text` (well-formed UTF-8), handing utf8proc only the stretches that may change.
+/// Every NFC-inert character starts a normalization segment (nothing before it can compose
+/// with it or reorder past it), so the text is normalized piecewise: from the last inert
+/// character before a non-inert one (it may be the first half of a composition, as 'e' before
+/// U+0301) up to the next inert character. Text of inert characters only is copied as is.
+std::string nfc_by_segments(std::string_view text) {
+  const std::vector<bool>& inert = nfc_inert();
+  auto is_inert = [&](char32_t cp) { return cp < inert_limit && inert[cp]; };
+  std::string out;
+  out.reserve(text.size());
+  std::size_t copied = 0;   // text[0, copied) is in `out`
+  std::size_t boundary = 0; // start of the last inert character seen
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    const std::size_t start = pos;
+    if (static_cast<unsigned char>(text[pos]) < 0x80) {
+      boundary = start;
+      ++pos;
+      continue;
+    }
+    if (is_inert(next_code_point(text, pos))) {
+      boundary = start;
+      continue;
+    }
+    std::size_t end = pos; // the stretch ends where the next inert character starts
+    while (end < text.size()) {
+      std::size_t next = end;
+      if (is_inert(next_code_point(text, next)))
+        break;
+      end = next;
+    }
+    out.append(text.substr(copied, boundary - copied));
+    out += normalize_with_utf8proc(text.substr(boundary, end - boundary), normal_form::nfc);
+    copied = end;
+    boundary = end;
+    pos = end;
+  }
+  out.append(text.substr(copied));
+  return out;
+}
+
+} // namespace
+
+bool is_nfc_inert(char32_t cp) {
+  return cp < inert_limit && nfc_inert()[cp];
+}
+
 std::string normalize(std::string_view text, normal_form form) {
   bool ascii = true;
   for (char c : text)
@@ -180,6 +290,12 @@ std::string normalize(std::string_view text, normal_form form) {
     }
   if (ascii)
     return std::string{text};
+  if (form == normal_form::nfc)
+    return nfc_by_segments(text);
+  return normalize_with_utf8proc(text, form);
+}
+
+std::string normalize_with_utf8proc(std::string_view text, normal_form form) {
   int options = UTF8PROC_STABLE;
   switch (form) {
     case normal_form::nfc: options |= UTF8PROC_COMPOSE; break;

@@ -45,9 +45,18 @@ std::string_view trim_js_whitespace_end(std::string_view text);
 /// The Unicode normalization forms tokenizer.json files name.
 enum class normal_form { nfc, nfd, nfkc, nfkd };
 
-/// `text` (well-formed UTF-8) in normalization form `form`. Pure ASCII is returned unchanged
-/// without calling into utf8proc.
+/// `text` (well-formed UTF-8) in normalization form `form`. Pure ASCII is returned as is; for
+/// NFC only the stretches around characters that are not NFC-inert (see is_nfc_inert) go
+/// through utf8proc.
 std::string normalize(std::string_view text, normal_form form);
+
+/// normalize() without the shortcuts: always through utf8proc (for tests of the shortcuts).
+std::string normalize_with_utf8proc(std::string_view text, normal_form form);
+
+/// True if `cp` is NFC-inert: assigned, canonical combining class 0, its own NFC, and unable to
+/// compose with a neighbour, so that a text made only of such characters is already in NFC.
+/// Known for code points below U+30000; false above.
+bool is_nfc_inert(char32_t cp);
 
 /// The character GPT-2's byte-level alphabet uses for each byte value: the printable bytes
 /// '!'..'~', U+00A1..U+00AC and U+00AE..U+00FF stand for themselves, the other 68 bytes map to

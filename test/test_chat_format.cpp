@@ -257,6 +257,13 @@ BOOST_AUTO_TEST_CASE(unrecognised_templates_are_clear_errors) {
     std::nullopt);
   BOOST_REQUIRE(!llama31);
   BOOST_CHECK(contains(kbrl::describe(llama31.error()), "Llama 3.1"));
+  // A ChatML template with <think> rules of its own (QwQ-style) is not guessed at.
+  auto qwq = tk::chat_format::from_template(
+    "{{'<|im_start|>' + message.role + '\\n' + message.content.split('</think>')[-1] + "
+    "'<|im_end|>'}}{{'<|im_start|>assistant\\n<think>\\n'}}",
+    std::nullopt);
+  BOOST_REQUIRE(!qwq);
+  BOOST_CHECK(contains(kbrl::describe(qwq.error()), "<think>"));
 }
 
 BOOST_AUTO_TEST_CASE(bad_conversations_are_rejected) {

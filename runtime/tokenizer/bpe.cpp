@@ -123,10 +123,10 @@ bpe_model::create(const std::vector<std::pair<std::string_view, int64_t>>& vocab
 
   int64_t limit = 0;
   for (const auto& [token, id] : vocab) {
-    if (id < 0 || id > INT32_MAX - 1)
-      return fail("model.vocab", "token \"" + std::string{token}
-                                   + "\" has id " + std::to_string(id)
-                                   + "; expected an id from 0 to 2147483646");
+    if (id < 0 || id > max_token_id)
+      return fail("model.vocab", "token \"" + std::string{token} + "\" has id "
+                                   + std::to_string(id) + "; expected an id from 0 to "
+                                   + std::to_string(max_token_id));
     limit = std::max(limit, id + 1);
   }
   m.bytes_.resize(static_cast<std::size_t>(limit));

@@ -83,6 +83,9 @@ public:
   bpe_model(const bpe_model&) = delete;
   bpe_model& operator=(const bpe_model&) = delete;
 
+  /// Largest token id accepted (2^24 - 1). Tables are indexed by id, so a stray huge id in a
+  /// file is refused instead of allocating gigabytes; real vocabularies stay below 2^20.
+  static constexpr int64_t max_token_id = (int64_t{1} << 24) - 1;
   /// Longest piece whose ids are cached; longer pieces are rare and rarely repeat.
   static constexpr std::size_t max_cached_piece = 256;
   /// Entries per cache generation.

@@ -144,9 +144,15 @@ caf::expected<chat_format> chat_format::from_template(std::string_view t,
   if (bos)
     s.bos_token = *bos;
   if (contains(t, "<|im_start|>") && contains(t, "<|im_end|>")) {
-    if (contains(t, "<think>") || contains(t, "enable_thinking")
-        || contains(t, "reasoning_content")) {
+    if (contains(t, "enable_thinking") || contains(t, "reasoning_content")) {
       s.family = chat_family::qwen3;
+    } else if (contains(t, "<think>")) {
+      // QwQ and other reasoning models have their own rules for <think>; guessing one of
+      // ours would render silently wrong text.
+      return make_error(errc::not_supported,
+                        source + " is a ChatML template with its own <think> handling that is "
+                                 "neither Qwen2.5's nor Qwen3's; "
+                          + renderers_hint());
     } else {
       s.family = chat_family::chatml;
       s.default_system_prompt = chatml_default_system_prompt(t);

@@ -16,7 +16,12 @@
 //           content (trimmed) <|eot_id|> per message.
 //
 // Tool definitions and assistant tool_calls are not rendered. The family is recognised from
-// the tokenizer's chat template by its markers, or forced by name.
+// the tokenizer's chat template by its markers, or forced by name:
+//   <|im_start|> + <|im_end|>, with enable_thinking or reasoning_content   -> qwen3
+//   <|im_start|> + <|im_end|>, without <think>                             -> chatml
+//   <|start_header_id|> + <|end_header_id|> + <|eot_id|>, no 3.1 date line -> llama3
+// Anything else (a ChatML template with other <think> rules such as QwQ's, Llama 3.1+'s
+// "Cutting Knowledge Date" template, Mistral, Gemma, ...) is an error naming the renderers.
 
 #include "runtime/tokenizer/tokenizer.hpp"
 

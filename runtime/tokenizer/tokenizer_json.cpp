@@ -175,7 +175,7 @@ private:
   std::string name_;
 };
 
-constexpr int64_t max_id = std::numeric_limits<int32_t>::max() - 1;
+constexpr int64_t max_id = bpe_model::max_token_id;
 
 /// The byte-level BPE model of tokenizer.json.
 caf::expected<bpe_model> read_model(const json_file& f, element root) {

@@ -170,12 +170,7 @@ bool tokenizer::is_special(int32_t id) const {
 }
 
 std::optional<int32_t> tokenizer::token_id(std::string_view token) const {
-  const tokenizer_model& m = *model_;
-  if (auto it = m.added_by_content.find(std::string{token}); it != m.added_by_content.end())
-    return it->second;
-  if (auto bytes = byte_level_to_bytes(token))
-    return m.bpe.find(*bytes);
-  return std::nullopt;
+  return model_->find_token(token);
 }
 
 std::optional<std::string> tokenizer::token(int32_t id) const {

@@ -501,7 +501,241 @@ caf::error add_token(const json_file& f, tokenizer_model& m, const added_token& 
   return {};
 }
 
+/// tokenizer.json's added_tokens into `m`.
+caf::error read_added_tokens(const json_file& f, element root, tokenizer_model& m) {
+  auto added = json_file::member(root, "added_tokens");
+  if (!added || added->type() == element_type::NULL_VALUE)
+    return {};
+  if (added->type() != element_type::ARRAY)
+    return f.expected_got("added_tokens", "an array", *added);
+  std::size_t i = 0;
+  for (element e : as_array(*added)) {
+    const std::string key = "added_tokens[" + std::to_string(i++) + "]";
+    auto t = read_added_token(f, e, key, std::nullopt);
+    if (!t)
+      return t.error();
+    if (auto err = add_token(f, m, *t, key))
+      return err;
+  }
+  return {};
+}
+
+/// tokenizer_config.json's added_tokens_decoder into `m`: tokens the config declares beside
+/// (or again, which must agree with) tokenizer.json's.
+caf::error read_added_tokens_decoder(const json_file& c, element config, tokenizer_model& m) {
+  auto decoder = json_file::member(config, "added_tokens_decoder");
+  if (!decoder || decoder->type() == element_type::NULL_VALUE)
+    return {};
+  if (decoder->type() != element_type::OBJECT)
+    return c.expected_got("added_tokens_decoder", "an object mapping ids to tokens", *decoder);
+  for (auto [id_text, e] : as_object(*decoder)) {
+    const std::string key = "added_tokens_decoder[\"" + std::string{id_text} + "\"]";
+    int64_t id = -1;
+    const bool digits = !id_text.empty() && id_text.size() <= 9
+                        && id_text.find_first_not_of("0123456789") == std::string_view::npos;
+    if (digits)
+      id = std::stoll(std::string{id_text});
+    if (id < 0 || id > max_id)
+      return c.bad(key, "expected a token id (an integer from 0 to " + std::to_string(max_id)
+                          + ") as the key");
+    auto t = read_added_token(c, e, key, id);
+    if (!t)
+      return t.error();
+    if (auto err = add_token(c, m, *t, key))
+      return err;
+  }
+  return {};
+}
+
+/// Indexes the added tokens by id and content and builds the two matchers; sets vocab_size.
+void index_added_tokens(tokenizer_model& m) {
+  std::sort(m.added.begin(), m.added.end(),
+            [](const added_token& a, const added_token& b) { return a.id < b.id; });
+  m.vocab_size = m.bpe.id_limit();
+  for (const added_token& t : m.added)
+    m.vocab_size = std::max(m.vocab_size, t.id + 1);
+  m.added_index.assign(m.vocab_size, -1);
+  m.special.assign(m.vocab_size, false);
+  std::vector<std::string> raw_contents, normalized_contents;
+  for (std::size_t i = 0; i < m.added.size(); ++i) {
+    const added_token& t = m.added[i];
+    m.added_index[t.id] = static_cast<int32_t>(i);
+    m.special[t.id] = t.special;
+    m.added_by_content.emplace(t.content, t.id);
+    raw_contents.push_back(t.content);
+    normalized_contents.push_back(m.normalize(t.content));
+  }
+  m.raw_matcher = added_token_matcher{m.added, raw_contents,
+                                      [](const added_token& t) { return !t.normalized; }};
+  m.normalized_matcher = added_token_matcher{m.added, normalized_contents,
+                                             [](const added_token& t) { return t.normalized; }};
+}
+
+/// One TemplateProcessing post-processor at `key`: its special tokens before the text go to
+/// m.prefix_ids, those after it to m.suffix_ids (only the "single" template is used).
+caf::error read_template_processing(const json_file& f, element processor, const std::string& key,
+                                    tokenizer_model& m) {
+  auto single = json_file::member(processor, "single");
+  if (!single || single->type() != element_type::ARRAY)
+    return f.bad(key + ".single", "expected an array of {\"SpecialToken\"} / {\"Sequence\"}");
+  auto special_tokens = json_file::member(processor, "special_tokens");
+  bool after_text = false;
+  std::size_t i = 0;
+  for (element item : as_array(*single)) {
+    const std::string item_key = key + ".single[" + std::to_string(i++) + "]";
+    if (json_file::member(item, "Sequence")) {
+      after_text = true;
+      continue;
+    }
+    auto special = json_file::member(item, "SpecialToken");
+    if (!special)
+      return f.expected_got(item_key, "{\"SpecialToken\": ...} or {\"Sequence\": ...}", item);
+    auto name_element = json_file::member(*special, "id");
+    if (!name_element)
+      return f.bad(item_key + ".SpecialToken.id", "required key is missing");
+    auto name = f.string(*name_element, item_key + ".SpecialToken.id");
+    if (!name)
+      return name.error();
+    // The ids come from special_tokens[name].ids if listed there, else from the token itself.
+    std::vector<int32_t> ids;
+    std::optional<element> listed;
+    if (special_tokens)
+      listed = json_file::member(*special_tokens, *name);
+    if (auto list = listed ? json_file::member(*listed, "ids") : std::nullopt) {
+      const std::string ids_key = key + ".special_tokens[\"" + std::string{*name} + "\"].ids";
+      if (list->type() != element_type::ARRAY)
+        return f.expected_got(ids_key, "an array of ids", *list);
+      for (element id : as_array(*list)) {
+        auto value = f.integer(id, ids_key, 0, m.vocab_size - 1);
+        if (!value)
+          return value.error();
+        ids.push_back(static_cast<int32_t>(*value));
+      }
+    } else if (auto id = m.find_token(*name)) {
+      ids.push_back(*id);
+    } else {
+      return f.bad(item_key + ".SpecialToken.id",
+                   "\"" + std::string{*name} + "\" is not a token of this tokenizer");
+    }
+    auto& target = after_text ? m.suffix_ids : m.prefix_ids;
+    target.insert(target.end(), ids.begin(), ids.end());
+  }
+  return {};
+}
+
+/// The post-processor: ByteLevel (nothing to add), TemplateProcessing, or a Sequence of them.
+caf::error read_post_processor(const json_file& f, element root, tokenizer_model& m) {
+  std::vector<std::pair<element, std::string>> processors; // with their keys
+  auto post = json_file::member(root, "post_processor");
+  if (!post || post->type() == element_type::NULL_VALUE)
+    return {};
+  auto type = f.type_of(*post, "post_processor");
+  if (!type)
+    return type.error();
+  if (*type == "Sequence") {
+    auto list = json_file::member(*post, "processors");
+    if (!list || list->type() != element_type::ARRAY)
+      return f.bad("post_processor.processors", "expected an array of post-processors");
+    for (element e : as_array(*list))
+      processors.emplace_back(e, "post_processor.processors[" + std::to_string(processors.size())
+                                   + "]");
+  } else {
+    processors.emplace_back(*post, "post_processor");
+  }
+  for (const auto& [processor, key] : processors) {
+    auto inner = f.type_of(processor, key);
+    if (!inner)
+      return inner.error();
+    if (*inner == "ByteLevel")
+      continue; // it only adjusts offsets; the ids stay as they are
+    if (*inner != "TemplateProcessing")
+      return f.unsupported(key + ".type", "post-processor \"" + std::string{*inner}
+                                            + "\" is not supported (kbrl knows ByteLevel, "
+                                              "TemplateProcessing and Sequence)");
+    if (auto err = read_template_processing(f, processor, key, m))
+      return err;
+  }
+  return {};
+}
+
+/// tokenizer_config.json's bos/eos/pad/unk_token, additional_special_tokens and chat_template.
+caf::error read_config_settings(const json_file& c, element config, tokenizer_model& m,
+                                const std::string& json_name) {
+  struct named {
+    const char* key;
+    std::optional<std::string>* token;
+    std::optional<int32_t>* id;
+  };
+  std::optional<std::string> unk_token; // checked, not kept: byte-level BPE has no unknowns
+  std::optional<int32_t> unk_id;
+  for (named n : {named{"bos_token", &m.bos_token, &m.bos_id},
+                  named{"eos_token", &m.eos_token, &m.eos_id},
+                  named{"pad_token", &m.pad_token, &m.pad_id},
+                  named{"unk_token", &unk_token, &unk_id}}) {
+    auto e = json_file::member(config, n.key);
+    if (!e)
+      continue;
+    auto name = token_name(c, *e, n.key);
+    if (!name)
+      return name.error();
+    if (!*name)
+      continue;
+    auto id = m.find_token(**name);
+    if (!id)
+      return c.bad(n.key, "\"" + **name + "\" is not a token of " + json_name);
+    *n.token = **name;
+    *n.id = *id;
+  }
+  if (auto extra = json_file::member(config, "additional_special_tokens");
+      extra && extra->type() != element_type::NULL_VALUE) {
+    if (extra->type() != element_type::ARRAY)
+      return c.expected_got("additional_special_tokens", "an array of tokens", *extra);
+    std::size_t i = 0;
+    for (element e : as_array(*extra)) {
+      const std::string key = "additional_special_tokens[" + std::to_string(i++) + "]";
+      auto name = token_name(c, e, key);
+      if (!name)
+        return name.error();
+      if (!*name)
+        continue;
+      auto id = m.find_token(**name);
+      if (!id)
+        return c.bad(key, "\"" + **name + "\" is not a token of " + json_name);
+      m.special[*id] = true;
+    }
+  }
+  auto t = json_file::member(config, "chat_template");
+  if (!t || t->type() == element_type::NULL_VALUE)
+    return {};
+  const std::string expected = "a string or a list of {\"name\", \"template\"}";
+  if (t->type() == element_type::STRING) {
+    m.chat_template = std::string{t->get_string().value_unsafe()};
+    return {};
+  }
+  if (t->type() != element_type::ARRAY)
+    return c.expected_got("chat_template", expected, *t);
+  // Several named templates: the one called "default" is the chat template.
+  for (element entry : as_array(*t)) {
+    auto name = json_file::member(entry, "name");
+    auto text = json_file::member(entry, "template");
+    if (!name || !text || name->type() != element_type::STRING
+        || text->type() != element_type::STRING)
+      return c.expected_got("chat_template", expected, *t);
+    if (name->get_string().value_unsafe() == "default")
+      m.chat_template = std::string{text->get_string().value_unsafe()};
+  }
+  return {};
+}
+
 } // namespace
+
+std::optional<int32_t> tokenizer_model::find_token(std::string_view token) const {
+  if (auto it = added_by_content.find(std::string{token}); it != added_by_content.end())
+    return it->second;
+  if (auto bytes = byte_level_to_bytes(token))
+    return bpe.find(*bytes);
+  return std::nullopt;
+}
 
 caf::expected<std::shared_ptr<tokenizer_model>>
 read_tokenizer_model(std::string_view tokenizer_json, const std::string& json_name,
@@ -539,23 +773,9 @@ read_tokenizer_model(std::string_view tokenizer_json, const std::string& json_na
 
   if (auto err = check_decoder(f, root))
     return err;
+  if (auto err = read_added_tokens(f, root, *m))
+    return err;
 
-  if (auto added = json_file::member(root, "added_tokens");
-      added && added->type() != element_type::NULL_VALUE) {
-    if (added->type() != element_type::ARRAY)
-      return f.expected_got("added_tokens", "an array", *added);
-    std::size_t i = 0;
-    for (element e : as_array(*added)) {
-      const std::string key = "added_tokens[" + std::to_string(i++) + "]";
-      auto t = read_added_token(f, e, key, std::nullopt);
-      if (!t)
-        return t.error();
-      if (auto err = add_token(f, *m, *t, key))
-        return err;
-    }
-  }
-
-  // ---- tokenizer_config.json ----
   const json_file c{config_name};
   simdjson::dom::parser config_parser;
   element config;
@@ -567,206 +787,16 @@ read_tokenizer_model(std::string_view tokenizer_json, const std::string& json_na
       return make_error(errc::invalid_config, config_name + ": not valid JSON: " + err);
     if (config.type() != element_type::OBJECT)
       return c.expected_got("(top level)", "an object", config);
-    if (auto decoder = json_file::member(config, "added_tokens_decoder");
-        decoder && decoder->type() != element_type::NULL_VALUE) {
-      if (decoder->type() != element_type::OBJECT)
-        return c.expected_got("added_tokens_decoder", "an object mapping ids to tokens",
-                              *decoder);
-      for (auto [id_text, e] : as_object(*decoder)) {
-        const std::string key = "added_tokens_decoder[\"" + std::string{id_text} + "\"]";
-        int64_t id = -1;
-        try {
-          std::size_t used = 0;
-          id = std::stoll(std::string{id_text}, &used);
-          if (used != id_text.size())
-            id = -1;
-        } catch (const std::exception&) {
-          id = -1;
-        }
-        if (id < 0 || id > max_id)
-          return c.bad(key, "expected a token id (an integer from 0 to " + std::to_string(max_id)
-                              + ") as the key");
-        auto t = read_added_token(c, e, key, id);
-        if (!t)
-          return t.error();
-        if (auto err = add_token(c, *m, *t, key))
-          return err;
-      }
-    }
+    if (auto err = read_added_tokens_decoder(c, config, *m))
+      return err;
   }
-
-  // ---- id tables ----
-  std::sort(m->added.begin(), m->added.end(),
-            [](const added_token& a, const added_token& b) { return a.id < b.id; });
-  m->vocab_size = m->bpe.id_limit();
-  for (const added_token& t : m->added)
-    m->vocab_size = std::max(m->vocab_size, t.id + 1);
-  m->added_index.assign(m->vocab_size, -1);
-  m->special.assign(m->vocab_size, false);
-  std::vector<std::string> raw_contents, normalized_contents;
-  for (std::size_t i = 0; i < m->added.size(); ++i) {
-    const added_token& t = m->added[i];
-    m->added_index[t.id] = static_cast<int32_t>(i);
-    m->special[t.id] = t.special;
-    m->added_by_content.emplace(t.content, t.id);
-    raw_contents.push_back(t.content);
-    normalized_contents.push_back(m->normalize(t.content));
-  }
-  m->raw_matcher = added_token_matcher{m->added, raw_contents,
-                                       [](const added_token& t) { return !t.normalized; }};
-  m->normalized_matcher = added_token_matcher{m->added, normalized_contents,
-                                              [](const added_token& t) { return t.normalized; }};
-
-  auto find_token = [&](const std::string& token) -> std::optional<int32_t> {
-    if (auto it = m->added_by_content.find(token); it != m->added_by_content.end())
-      return it->second;
-    if (auto bytes = byte_level_to_bytes(token))
-      return m->bpe.find(*bytes);
-    return std::nullopt;
-  };
-
-  // ---- post-processor ----
-  std::vector<std::pair<element, std::string>> processors; // with their keys
-  if (auto post = json_file::member(root, "post_processor");
-      post && post->type() != element_type::NULL_VALUE) {
-    auto type = f.type_of(*post, "post_processor");
-    if (!type)
-      return type.error();
-    if (*type == "Sequence") {
-      auto list = json_file::member(*post, "processors");
-      if (!list || list->type() != element_type::ARRAY)
-        return f.bad("post_processor.processors", "expected an array of post-processors");
-      for (element e : as_array(*list))
-        processors.emplace_back(
-          e, "post_processor.processors[" + std::to_string(processors.size()) + "]");
-    } else {
-      processors.emplace_back(*post, "post_processor");
-    }
-  }
-  for (const auto& [processor, key] : processors) {
-    auto type = f.type_of(processor, key);
-    if (!type)
-      return type.error();
-    if (*type == "ByteLevel")
-      continue; // offsets only; the ids stay as they are
-    if (*type != "TemplateProcessing")
-      return f.unsupported(key + ".type", "post-processor \"" + std::string{*type}
-                                            + "\" is not supported (kbrl knows ByteLevel, "
-                                              "TemplateProcessing and Sequence)");
-    auto single = json_file::member(processor, "single");
-    if (!single || single->type() != element_type::ARRAY)
-      return f.bad(key + ".single", "expected an array of {\"SpecialToken\"} / {\"Sequence\"}");
-    auto special_tokens = json_file::member(processor, "special_tokens");
-    bool after_text = false;
-    std::size_t i = 0;
-    for (element item : as_array(*single)) {
-      const std::string item_key = key + ".single[" + std::to_string(i++) + "]";
-      if (json_file::member(item, "Sequence")) {
-        after_text = true;
-        continue;
-      }
-      auto special = json_file::member(item, "SpecialToken");
-      if (!special)
-        return f.expected_got(item_key, "{\"SpecialToken\": ...} or {\"Sequence\": ...}", item);
-      auto name_element = json_file::member(*special, "id");
-      if (!name_element)
-        return f.bad(item_key + ".SpecialToken.id", "required key is missing");
-      auto name = f.string(*name_element, item_key + ".SpecialToken.id");
-      if (!name)
-        return name.error();
-      std::vector<int32_t> ids;
-      std::optional<element> listed;
-      if (special_tokens)
-        listed = json_file::member(*special_tokens, *name);
-      if (listed && json_file::member(*listed, "ids")) {
-        auto list = *json_file::member(*listed, "ids");
-        const std::string ids_key = key + ".special_tokens[\"" + std::string{*name} + "\"].ids";
-        if (list.type() != element_type::ARRAY)
-          return f.expected_got(ids_key, "an array of ids", list);
-        for (element id : as_array(list)) {
-          auto value = f.integer(id, ids_key, 0, m->vocab_size - 1);
-          if (!value)
-            return value.error();
-          ids.push_back(static_cast<int32_t>(*value));
-        }
-      } else if (auto id = find_token(std::string{*name})) {
-        ids.push_back(*id);
-      } else {
-        return f.bad(item_key + ".SpecialToken.id",
-                     "\"" + std::string{*name} + "\" is not a token of this tokenizer");
-      }
-      auto& target = after_text ? m->suffix_ids : m->prefix_ids;
-      target.insert(target.end(), ids.begin(), ids.end());
-    }
-  }
-
-  // ---- the config's named tokens and chat template ----
-  if (has_config) {
-    struct named {
-      const char* key;
-      std::optional<std::string>* token;
-      std::optional<int32_t>* id;
-    };
-    std::optional<std::string> unk_token;
-    std::optional<int32_t> unk_id;
-    for (named n : {named{"bos_token", &m->bos_token, &m->bos_id},
-                    named{"eos_token", &m->eos_token, &m->eos_id},
-                    named{"pad_token", &m->pad_token, &m->pad_id},
-                    named{"unk_token", &unk_token, &unk_id}}) {
-      auto e = json_file::member(config, n.key);
-      if (!e)
-        continue;
-      auto name = token_name(c, *e, n.key);
-      if (!name)
-        return name.error();
-      if (!*name)
-        continue;
-      auto id = find_token(**name);
-      if (!id)
-        return c.bad(n.key, "\"" + **name + "\" is not a token of " + json_name);
-      *n.token = **name;
-      *n.id = *id;
-    }
-    if (auto extra = json_file::member(config, "additional_special_tokens");
-        extra && extra->type() != element_type::NULL_VALUE) {
-      if (extra->type() != element_type::ARRAY)
-        return c.expected_got("additional_special_tokens", "an array of tokens", *extra);
-      std::size_t i = 0;
-      for (element e : as_array(*extra)) {
-        const std::string key = "additional_special_tokens[" + std::to_string(i++) + "]";
-        auto name = token_name(c, e, key);
-        if (!name)
-          return name.error();
-        if (!*name)
-          continue;
-        auto id = find_token(**name);
-        if (!id)
-          return c.bad(key, "\"" + **name + "\" is not a token of " + json_name);
-        m->special[*id] = true;
-      }
-    }
-    if (auto t = json_file::member(config, "chat_template");
-        t && t->type() != element_type::NULL_VALUE) {
-      if (t->type() == element_type::STRING) {
-        m->chat_template = std::string{t->get_string().value_unsafe()};
-      } else if (t->type() == element_type::ARRAY) {
-        // Several named templates: the one called "default" is the chat template.
-        for (element entry : as_array(*t)) {
-          auto name = json_file::member(entry, "name");
-          auto text = json_file::member(entry, "template");
-          if (!name || !text || name->type() != element_type::STRING
-              || text->type() != element_type::STRING)
-            return c.expected_got("chat_template", "a string or a list of {\"name\", "
-                                                   "\"template\"}", *t);
-          if (name->get_string().value_unsafe() == "default")
-            m->chat_template = std::string{text->get_string().value_unsafe()};
-        }
-      } else {
-        return c.expected_got("chat_template", "a string or a list of {\"name\", \"template\"}",
-                              *t);
-      }
-    }
-  }
+  index_added_tokens(*m);
+  if (auto err = read_post_processor(f, root, *m))
+    return err;
+  if (has_config)
+    if (auto err = read_config_settings(c, config, *m, json_name))
+      return err;
+  // chat_template.jinja wins over the config's template, as in transformers.
   if (!chat_template_file.empty())
     m->chat_template = std::move(chat_template_file);
   return m;

@@ -40,6 +40,10 @@ struct tokenizer_model {
 
   /// `text` after every normalizer.
   std::string normalize(std::string_view text) const;
+
+  /// The id of a token as tokenizer.json writes it: an added token's content, or a vocabulary
+  /// entry in the byte-level alphabet.
+  std::optional<int32_t> find_token(std::string_view token) const;
 };
 
 /// Reads the tokenizer from the texts of its files. `chat_template_file` is the content of a

@@ -15,6 +15,7 @@
 #include "messages/errors.hpp"
 #include "npm_reference.hpp"
 #include "test_support.hpp"
+#include "runtime/tokenizer/bpe.hpp"
 #include "runtime/tokenizer/pre_tokenizer.hpp"
 #include "runtime/tokenizer/stream_decoder.hpp"
 #include "runtime/tokenizer/tokenizer.hpp"
@@ -490,6 +491,39 @@ BOOST_AUTO_TEST_CASE(copies_share_the_model_and_work_from_several_threads) {
     th.join();
   for (int f : failures)
     BOOST_CHECK_EQUAL(f, 0);
+}
+
+BOOST_AUTO_TEST_CASE(piece_cache_keeps_recent_pieces_within_bounds) {
+  piece_cache cache{/*capacity=*/4};
+  const int32_t ids[] = {1, 2, 3};
+  std::vector<int32_t> out;
+  for (int i = 0; i < 4; ++i)
+    cache.insert("p" + std::to_string(i), ids, 3);
+  BOOST_CHECK_EQUAL(cache.size(), 4u);
+  cache.insert("p4", ids, 1); // the full generation becomes the previous one
+  BOOST_CHECK_EQUAL(cache.size(), 5u);
+  BOOST_REQUIRE(cache.find("p0", out)); // found in the previous generation, copied forward
+  BOOST_CHECK(out == (std::vector<int32_t>{1, 2, 3}));
+  cache.insert("p5", ids, 2);
+  cache.insert("p6", ids, 2);
+  cache.insert("p7", ids, 2); // rotates again: p1..p3 are gone, p0 was kept by its use
+  out.clear();
+  BOOST_CHECK(!cache.find("p1", out));
+  BOOST_CHECK(cache.find("p0", out));
+  BOOST_CHECK(cache.find("p7", out));
+  BOOST_CHECK(out == (std::vector<int32_t>{1, 2, 3, 1, 2}));
+  cache.clear();
+  BOOST_CHECK_EQUAL(cache.size(), 0u);
+  // Long pieces rotate a generation by size before it is full by count.
+  piece_cache big{/*capacity=*/1000000};
+  for (int i = 0; i < 100000; ++i) {
+    std::string piece(250, 'x');
+    piece += std::to_string(i);
+    big.insert(piece, ids, 1);
+  }
+  // Two generations of at most 8 MiB of ~256-byte entries each.
+  BOOST_CHECK_LE(big.size(), 2 * (piece_cache::max_generation_bytes / 255 + 1));
+  BOOST_TEST_MESSAGE("100000 pieces of ~256 bytes: " << big.size() << " kept");
 }
 
 // ---- the pipeline on a tiny tokenizer ------------------------------------------------------

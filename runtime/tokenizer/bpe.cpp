@@ -80,7 +80,8 @@ void piece_cache::insert(std::string_view piece, const int32_t* ids, std::size_t
 
 void piece_cache::insert_locked(std::string_view piece, uint64_t hash, const int32_t* ids,
                                 std::size_t count) {
-  if (current_.count >= capacity_) {
+  if (current_.count >= capacity_
+      || current_.keys.size() + current_.ids.size() * sizeof(int32_t) >= max_generation_bytes) {
     previous_ = std::move(current_);
     current_ = generation{};
   }

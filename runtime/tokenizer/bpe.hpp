@@ -14,7 +14,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -29,11 +28,17 @@ namespace kbrl::tok {
 /// Remembers the ids of recently encoded pieces. Two generations approximate an LRU cache at
 /// the cost of two lookups: entries go into the current generation; when it holds `capacity`
 /// entries it becomes the previous one and the old previous one is dropped; a hit in the
-/// previous generation is copied forward. A generation is one open-addressing table over two
-/// arenas (key bytes, ids), so a hit costs a hash, a probe and a memcmp. Keys are at most
-/// 65535 bytes with at most 65535 ids. Thread-safe (one mutex).
+/// previous generation is copied forward. A generation also rotates once its arenas hold
+/// max_generation_bytes, so the cache stays below about 2 x (table + 8 MiB) whatever the
+/// pieces. A generation is one open-addressing table over two arenas (key bytes, ids), so a
+/// hit costs a hash, a probe and a memcmp. Keys are at most 65535 bytes with at most 65535
+/// ids. Thread-safe (one mutex).
 class piece_cache {
 public:
+  /// Bytes of keys and ids after which a generation rotates even if it has fewer entries.
+  static constexpr std::size_t max_generation_bytes = std::size_t{8} << 20;
+
+  /// A cache of `capacity` entries per generation.
   explicit piece_cache(std::size_t capacity) : capacity_(capacity) {}
 
   /// Appends the ids cached for `piece` to `out` and returns true, or returns false.

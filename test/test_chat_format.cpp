@@ -277,6 +277,9 @@ BOOST_AUTO_TEST_CASE(bad_conversations_are_rejected) {
   BOOST_CHECK(contains(text, "message 1"));
   BOOST_CHECK(contains(text, "\"narrator\""));
   BOOST_CHECK(contains(text, "system, user, assistant, tool"));
+  auto bad_utf8 = f.render({{"user", "caf\xC3", std::nullopt}}, true);
+  BOOST_REQUIRE(!bad_utf8);
+  BOOST_CHECK(contains(kbrl::describe(bad_utf8.error()), "message 0 (user) is not valid UTF-8"));
 }
 
 BOOST_AUTO_TEST_CASE(default_system_prompt_is_read_from_template_literals) {

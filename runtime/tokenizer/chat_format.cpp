@@ -64,6 +64,10 @@ caf::error check_messages(const std::vector<chat_message>& messages) {
       return make_error(errc::invalid_argument,
                         "message " + std::to_string(i) + " has role \"" + role
                           + "\"; expected one of " + join(known_roles, ", "));
+    if (!is_valid_utf8(messages[i].content)
+        || (messages[i].reasoning_content && !is_valid_utf8(*messages[i].reasoning_content)))
+      return make_error(errc::invalid_argument, "message " + std::to_string(i) + " (" + role
+                                                  + ") is not valid UTF-8");
   }
   return {};
 }

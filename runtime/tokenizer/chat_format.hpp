@@ -87,8 +87,8 @@ public:
   explicit chat_format(chat_format_settings settings) : settings_(std::move(settings)) {}
 
   /// The conversation as text; with `add_generation_prompt` it ends with the opening of an
-  /// assistant turn. Fails with errc::invalid_argument for an empty conversation or a role
-  /// outside system/user/assistant/tool.
+  /// assistant turn. Fails with errc::invalid_argument for an empty conversation, a role
+  /// outside system/user/assistant/tool, or text that is not valid UTF-8.
   caf::expected<std::string> render(const std::vector<chat_message>& messages,
                                     bool add_generation_prompt) const;
 

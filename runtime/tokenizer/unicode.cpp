@@ -106,6 +106,13 @@ bool is_valid_utf8(std::string_view bytes) {
 
 char32_t next_code_point(std::string_view text, std::size_t& pos) {
   const auto b0 = static_cast<unsigned char>(text[pos]);
+  const int needed = b0 < 0x80 ? 1 : b0 < 0xE0 ? 2 : b0 < 0xF0 ? 3 : 4;
+  if (pos + needed > text.size()) {
+    // Only well-formed text is promised an answer, but a cut sequence must not read past
+    // the end.
+    ++pos;
+    return 0xFFFD;
+  }
   auto cont = [&](std::size_t k) { return static_cast<char32_t>(text[pos + k]) & 0x3F; };
   char32_t cp;
   int length;

@@ -27,7 +27,8 @@ std::string repair_utf8(std::string_view bytes);
 /// True if `bytes` is well-formed UTF-8.
 bool is_valid_utf8(std::string_view bytes);
 
-/// The code point starting at `pos` of well-formed UTF-8 `text`; advances `pos` past it.
+/// The code point starting at `pos` of well-formed UTF-8 `text`; advances `pos` past it. On
+/// ill-formed text the answer is unspecified, but it never reads outside `text`.
 char32_t next_code_point(std::string_view text, std::size_t& pos);
 
 /// Appends the UTF-8 encoding of `cp` (a Unicode scalar value) to `out`.

@@ -321,6 +321,27 @@ BOOST_AUTO_TEST_CASE(a_dropped_connection_is_resumed_with_a_range_request) {
   BOOST_CHECK(ranges == (std::vector<std::string>{"", "bytes=10000-"}));
 }
 
+BOOST_AUTO_TEST_CASE(two_downloads_at_once_fetch_each_file_once) {
+  // The blob lock serialises them: the second finds each blob in place and only links it.
+  temp_dir dir;
+  const auto repo = make_repo(dir, "tiny");
+  fake_hub hub(dir, hub_config(repo));
+  const auto o = options_for(hub, dir);
+  caf::expected<resolved_model> first = caf::error{}, second = caf::error{};
+  std::thread other([&] { second = download_model({"Org/Tiny", "main"}, o); });
+  first = download_model({"Org/Tiny", "main"}, o);
+  other.join();
+  BOOST_REQUIRE_MESSAGE(first, why(first));
+  BOOST_REQUIRE_MESSAGE(second, why(second));
+  BOOST_CHECK_EQUAL(first->dir, second->dir);
+  BOOST_CHECK_EQUAL(first->downloaded.size() + second->downloaded.size(), model_files.size());
+  for (const auto& name : model_files)
+    if (name != "model.safetensors")
+      BOOST_CHECK_MESSAGE(hub.count("/" + name, "GET") == 1, name << " was fetched twice");
+  BOOST_CHECK_EQUAL(hub.count("/cdn/", "GET"), 1u);
+  BOOST_CHECK(read_bytes(first->dir / "model.safetensors") == read_bytes(repo / "model.safetensors"));
+}
+
 BOOST_AUTO_TEST_CASE(a_partial_file_from_an_earlier_run_is_resumed) {
   temp_dir dir;
   const auto repo = make_repo(dir, "tiny");

@@ -176,6 +176,19 @@ BOOST_AUTO_TEST_CASE(defaults_and_the_old_rope_scaling_key) {
   BOOST_REQUIRE_MESSAGE(plain, why(plain));
   BOOST_CHECK(!plain->rope_scaling);
   BOOST_CHECK_EQUAL(plain->torch_dtype, "float16");
+  // Newer files put rope_theta and the scaling together under rope_parameters.
+  auto parameters = parse_model_config(
+    llama_with(R"("rope_parameters":{"rope_theta":500000.0,"rope_type":"llama3","factor":32,)"
+               R"("low_freq_factor":1,"high_freq_factor":4,"original_max_position_embeddings":8192})"),
+    "config.json");
+  BOOST_REQUIRE_MESSAGE(parameters, why(parameters));
+  BOOST_CHECK_EQUAL(parameters->rope_theta, 500000.0);
+  BOOST_REQUIRE(parameters->rope_scaling);
+  BOOST_CHECK_EQUAL(parameters->rope_scaling->factor, 32.0);
+  auto yarn = parse_model_config(
+    llama_with(R"("rope_parameters":{"rope_theta":10000,"rope_type":"yarn","factor":4})"), "c.json");
+  BOOST_REQUIRE(!yarn);
+  BOOST_CHECK(contains(kbrl::describe(yarn.error()), "rope_parameters.rope_type: RoPE scaling 'yarn'"));
 }
 
 BOOST_AUTO_TEST_CASE(unsupported_architectures_and_rope_scalings_are_refused_by_name) {

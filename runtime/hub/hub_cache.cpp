@@ -4,6 +4,7 @@
 #include "runtime/hub/hub_options.hpp"
 #include "runtime/model/file_io.hpp"
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -96,8 +97,9 @@ caf::expected<void> repo_cache::link_snapshot(const std::string& commit, const s
     target /= "..";
   target = target / "blobs" / etag;
   // A new link under a temporary name, renamed over the old one: readers never see none.
+  static std::atomic<unsigned> counter{0};
   auto tmp = link;
-  tmp += ".tmp." + std::to_string(::getpid());
+  tmp += ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
   fs::remove(tmp, ec);
   fs::create_symlink(target, tmp, ec);
   if (!ec)

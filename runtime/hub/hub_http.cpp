@@ -207,6 +207,7 @@ void perform(const hub_options& options, const std::string& url, transfer& t, Se
   curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(h, CURLOPT_MAXREDIRS, 10L);
+  curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 512L * 1024); // fewer, larger writes for weights
   setup(h);
   const CURLcode code = curl_easy_perform(h);
   char* final_url = nullptr;

@@ -346,8 +346,11 @@ caf::expected<void> fetch_file(hub_http& http, const repo_cache& cache, const hu
   }
   ::close(fd);
   progress.finish(!failure);
-  if (failure)
-    return failure; // the partial file stays: the next run resumes it
+  if (failure) {
+    if (have == 0)
+      fs::remove(partial, ec); // nothing to resume
+    return failure;            // else the partial file stays: the next run resumes it
+  }
 
   if (expected && have != *expected) {
     fs::remove(partial, ec);
@@ -495,6 +498,9 @@ caf::expected<std::vector<hub_file>> select_model_files(const repo_listing& list
 caf::expected<resolved_model> download_model(const model_ref& ref, const hub_options& o) {
   if (o.cache_dir.empty())
     return make_error(errc::invalid_argument, "no hub cache directory is set (HF_HUB_CACHE)");
+  if (o.endpoint.rfind("http://", 0) != 0 && o.endpoint.rfind("https://", 0) != 0)
+    return make_error(errc::invalid_argument, "the hub endpoint must be an http:// or https:// "
+                                              "URL (HF_ENDPOINT), got '" + o.endpoint + "'");
   if (o.attempts < 1)
     return make_error(errc::invalid_argument,
                       "hub attempts must be >= 1, got " + std::to_string(o.attempts));

@@ -182,17 +182,24 @@ caf::expected<simdjson::dom::object> parse_object(simdjson::dom::parser& parser,
   return obj;
 }
 
-/// rope_scaling: nullopt for none; problems recorded in `fields` under "rope_scaling".
-std::optional<llama3_rope_scaling> read_rope_scaling(json_fields& fields, const std::string& path) {
-  auto e = fields.get("rope_scaling");
+/// rope_scaling (or, in files of newer transformers, rope_parameters, which also holds
+/// rope_theta): nullopt for none; problems recorded in `fields` under the key's name.
+std::optional<llama3_rope_scaling> read_rope_scaling(json_fields& fields, const std::string& path,
+                                                     double& rope_theta) {
+  const char* key = fields.has("rope_scaling") || !fields.has("rope_parameters") ? "rope_scaling"
+                                                                                 : "rope_parameters";
+  auto e = fields.get(key);
   if (!e)
     return std::nullopt;
   simdjson::dom::object obj;
   if (e->get(obj)) {
-    fields.problem("rope_scaling", "expected an object or null, got " + shown(*e));
+    fields.problem(key, "expected an object or null, got " + shown(*e));
     return std::nullopt;
   }
-  json_fields scaling(obj, path, "rope_scaling.");
+  json_fields scaling(obj, path, std::string(key) + ".");
+  if (std::string(key) == "rope_parameters" && !fields.has("rope_theta"))
+    if (auto v = scaling.number("rope_theta", [](double v) { return v > 0; }, "a number > 0"))
+      rope_theta = *v;
   // Newer files say rope_type, older ones type; both mean the same.
   const char* type_key = scaling.has("rope_type") ? "rope_type" : "type";
   auto type = scaling.string(type_key, /*required=*/true);
@@ -295,7 +302,7 @@ caf::expected<model_config> parse_model_config(std::string_view json, const std:
     c.mlp_bias = *v;
   if (auto v = f.string(f.has("torch_dtype") ? "torch_dtype" : "dtype"))
     c.torch_dtype = *v;
-  c.rope_scaling = read_rope_scaling(f, path);
+  c.rope_scaling = read_rope_scaling(f, path, c.rope_theta);
   c.bos_token_id = f.token_id("bos_token_id");
   c.eos_token_ids = f.token_ids("eos_token_id");
 

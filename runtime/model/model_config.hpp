@@ -62,7 +62,8 @@ struct model_config {
   /// Parameter dtype of the published weights: "bfloat16", "float16", "float32" (torch_dtype,
   /// or dtype in newer files); empty if the file does not say.
   std::string torch_dtype;
-  /// Llama 3 RoPE scaling; nullopt for none (absent, null or rope_type "default").
+  /// Llama 3 RoPE scaling; nullopt for none (absent, null or rope_type "default"). Read from
+  /// rope_scaling, or from rope_parameters (with rope_theta inside) when a file has only that.
   std::optional<llama3_rope_scaling> rope_scaling;
   /// Beginning-of-sequence token; nullopt if absent or null.
   std::optional<int64_t> bos_token_id;

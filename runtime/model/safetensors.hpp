@@ -80,7 +80,9 @@ std::string shape_string(const std::vector<int64_t>& shape);
 enum class tensor_access {
   /// A tensor over the mapped file; it keeps the mapping alive. The mapping is private
   /// (copy-on-write): writing into the tensor changes this process's copy, never the file.
-  /// A tensor whose bytes are not aligned to its element size is copied instead.
+  /// A tensor whose bytes are not aligned to its element size is copied instead. Pages are read
+  /// from the file on first touch; the file must not change while mapped (hub blobs and files
+  /// written by write_safetensors() never do: they are replaced by rename).
   view,
   /// A tensor with its own memory, independent of the file.
   copy,

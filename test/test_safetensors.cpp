@@ -12,6 +12,7 @@
 
 #include <ATen/ATen.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -379,6 +380,42 @@ BOOST_AUTO_TEST_CASE(a_directory_without_weights_names_both_layouts) {
   BOOST_REQUIRE(!c);
   const auto text = kbrl::describe(c.error());
   BOOST_CHECK(contains(text, "model.safetensors") && contains(text, "model.safetensors.index.json"));
+}
+
+// A measurement, not run by default (--run_test=safetensors/measure_one_gigabyte): time to
+// write, open, view and copy 1 GiB of BF16 tensors (64 x 16 MiB, like a 0.5B model's layers).
+BOOST_AUTO_TEST_CASE(measure_one_gigabyte, *boost::unit_test::disabled()) {
+  using clock = std::chrono::steady_clock;
+  auto seconds = [](clock::time_point since) {
+    return std::chrono::duration<double>(clock::now() - since).count();
+  };
+  temp_dir dir;
+  std::vector<std::pair<std::string, at::Tensor>> tensors;
+  for (int i = 0; i < 64; ++i)
+    tensors.emplace_back("layer." + std::to_string(i), at::full({4096, 2048}, i, at::kBFloat16));
+  const auto path = dir / "big.safetensors";
+  auto t0 = clock::now();
+  BOOST_REQUIRE(write_safetensors(path, tensors));
+  const double write_s = seconds(t0);
+  t0 = clock::now();
+  auto f = safetensors_file::open(path);
+  BOOST_REQUIRE(f);
+  const double open_s = seconds(t0);
+  t0 = clock::now();
+  std::vector<at::Tensor> views;
+  for (const auto& [name, t] : tensors)
+    views.push_back(*f->tensor(name));
+  const double view_s = seconds(t0);
+  t0 = clock::now();
+  std::vector<at::Tensor> copies;
+  for (const auto& [name, t] : tensors)
+    copies.push_back(*f->tensor(name, tensor_access::copy)); // first touch of every mapped page
+  const double copy_s = seconds(t0);
+  for (int i = 0; i < 64; i += 21)
+    BOOST_CHECK(at::equal(views[i], tensors[i].second) && at::equal(copies[i], tensors[i].second));
+  BOOST_TEST_MESSAGE("1 GiB BF16 in 64 tensors: write (with fsync) " << write_s << " s, open "
+                     << open_s * 1e3 << " ms, 64 views " << view_s * 1e3
+                     << " ms, 64 copies (first touch of the mapping) " << copy_s << " s");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -154,8 +154,8 @@ private:
   int port_ = 0;
 };
 
-/// A repository folder with a tiny Qwen2 model, tokenizer files, and files a model download
-/// must skip (README.md, pytorch_model.bin, onnx/model.onnx).
+/// A repository folder with a tiny Qwen2 model, tokenizer files, a chat template, and files a
+/// model download must skip (README.md, pytorch_model.bin, onnx/model.onnx).
 fs::path make_repo(const temp_dir& dir, const std::string& name, uint64_t max_shard_bytes = 0) {
   const auto repo = dir.path / "repos" / name;
   auto ok = kbrl::model::write_random_checkpoint(repo, kbrl::model::tiny_model_config("qwen2"),
@@ -164,6 +164,7 @@ fs::path make_repo(const temp_dir& dir, const std::string& name, uint64_t max_sh
   BOOST_REQUIRE_MESSAGE(ok, why(ok));
   std::ofstream(repo / "tokenizer.json") << R"({"version":"1.0","model":{"type":"BPE"}})";
   std::ofstream(repo / "tokenizer_config.json") << R"({"eos_token":"<|im_end|>"})";
+  std::ofstream(repo / "chat_template.jinja") << "{{ messages }}";
   std::ofstream(repo / "README.md") << "# tiny\n";
   std::ofstream(repo / "pytorch_model.bin") << "not downloaded";
   fs::create_directories(repo / "onnx");
@@ -212,7 +213,7 @@ int closed_port() {
 
 const std::vector<std::string> model_files = {"config.json", "generation_config.json",
                                               "tokenizer.json", "tokenizer_config.json",
-                                              "model.safetensors"};
+                                              "chat_template.jinja", "model.safetensors"};
 
 } // namespace
 
@@ -406,6 +407,9 @@ BOOST_AUTO_TEST_CASE(tokens_are_sent_and_refusals_explained) {
   BOOST_CHECK_MESSAGE(contains(text, "HTTP 403") && contains(text, "was refused or lacks access"),
                       text);
   BOOST_CHECK(!contains(text, "hf_wrong")); // never echo a token
+  o.token = "hf_bad\r\nX-Injected: 1";
+  text = failure(download_model({"Org/Tiny", "main"}, o));
+  BOOST_CHECK(contains(text, "contains spaces or control characters"));
   o.token = "hf_secret";
   auto got = download_model({"Org/Tiny", "main"}, o);
   BOOST_REQUIRE_MESSAGE(got, why(got));

@@ -396,8 +396,9 @@ caf::expected<resolved_model> from_cache(const repo_cache& cache, const hub_opti
   out.dir = dir;
   out.commit = *commit;
   out.offline = true;
-  for (const auto& entry : fs::directory_iterator(dir))
-    out.files.push_back(entry.path().filename().string());
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    out.files.push_back(it->path().filename().string());
   std::sort(out.files.begin(), out.files.end());
   return out;
 }
@@ -461,7 +462,8 @@ caf::expected<std::vector<hub_file>> select_model_files(const repo_listing& list
     if (!is_top_level_name(f.name))
       continue;
     if (f.name == "config.json" || f.name == "generation_config.json"
-        || (starts_with(f.name, "tokenizer") && ends_with(f.name, ".json")))
+        || (starts_with(f.name, "tokenizer") && ends_with(f.name, ".json"))
+        || f.name == "chat_template.jinja" || f.name == "chat_template.json")
       out.push_back(f);
     else if (f.name == model::safetensors_index_name)
       index = &f;
@@ -501,6 +503,10 @@ caf::expected<resolved_model> download_model(const model_ref& ref, const hub_opt
   if (o.endpoint.rfind("http://", 0) != 0 && o.endpoint.rfind("https://", 0) != 0)
     return make_error(errc::invalid_argument, "the hub endpoint must be an http:// or https:// "
                                               "URL (HF_ENDPOINT), got '" + o.endpoint + "'");
+  if (std::any_of(o.token.begin(), o.token.end(),
+                  [](unsigned char c) { return std::iscntrl(c) || c == ' '; }))
+    return make_error(errc::invalid_argument, "the hub token (HF_TOKEN or the token file) "
+                                              "contains spaces or control characters");
   if (o.attempts < 1)
     return make_error(errc::invalid_argument,
                       "hub attempts must be >= 1, got " + std::to_string(o.attempts));

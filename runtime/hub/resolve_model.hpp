@@ -8,7 +8,8 @@
 //   1. GET {endpoint}/api/models/{id}/revision/{revision}?blobs=true: the commit (`sha`) and the
 //      files (`siblings`: name, size, blob id, LFS SHA-256).
 //   2. The files a model needs, top-level only: config.json, generation_config.json,
-//      tokenizer*.json, model.safetensors.index.json, then the weights: the shards the index
+//      tokenizer*.json, chat_template.jinja / chat_template.json (newer repositories keep the
+//      chat template there), model.safetensors.index.json, then the weights: the shards the index
 //      names, or model.safetensors. Other formats (.bin, .gguf, .onnx, ...) and extra
 //      .safetensors files (originals, adapters) are skipped.
 //   3. Each file not yet in snapshots/<commit>/: unless its blob is already cached (by kbrl or
@@ -54,7 +55,7 @@ struct repo_listing {
 caf::expected<repo_listing> parse_repo_listing(const std::string& json, const std::string& repo_id);
 
 /// The files a model directory needs from `listing`, in download order: config.json,
-/// generation_config.json, tokenizer*.json and the index (those present), then
+/// generation_config.json, tokenizer*.json, chat_template.* and the index (those present), then
 /// model.safetensors when there is no index. The shards an index names are added by
 /// download_model() once the index is read. Fails with errc::not_supported if there is no
 /// config.json, or neither model.safetensors nor model.safetensors.index.json (naming the weight

@@ -3,6 +3,7 @@
 #include "messages/errors.hpp"
 #include "runtime/io/text.hpp"
 #include "runtime/model/file_io.hpp"
+#include "runtime/model/safetensors_checkpoint.hpp"
 
 #include <simdjson.h>
 

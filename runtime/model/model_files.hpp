@@ -9,9 +9,9 @@
 //   model.safetensors.index.json    + the shards it names                       one is required
 // The tokenizer files are optional here because test checkpoints have none; the tokenizer's
 // loader requires them. check_weights() compares a checkpoint with what its config needs.
+// This header stays free of torch headers, so the hub code can use it.
 
 #include "runtime/model/model_config.hpp"
-#include "runtime/model/safetensors_checkpoint.hpp"
 
 #include <caf/expected.hpp>
 
@@ -21,6 +21,13 @@
 #include <vector>
 
 namespace kbrl::model {
+
+/// The file name of the index of a sharded checkpoint.
+inline constexpr const char* safetensors_index_name = "model.safetensors.index.json";
+/// The file name of an unsharded checkpoint.
+inline constexpr const char* safetensors_single_name = "model.safetensors";
+
+class safetensors_checkpoint; // safetensors_checkpoint.hpp (kept out: it brings in ATen)
 
 /// The files of one model directory, each an existing path inside `dir`.
 struct model_files {

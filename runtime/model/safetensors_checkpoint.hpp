@@ -6,6 +6,7 @@
 // the authority on which tensors exist: a tensor it lists that is absent from its shard is an
 // error naming both; tensors a shard holds beyond the index are not visible.
 
+#include "runtime/model/model_files.hpp" // the file names
 #include "runtime/model/safetensors.hpp"
 
 #include <caf/expected.hpp>
@@ -16,11 +17,6 @@
 #include <vector>
 
 namespace kbrl::model {
-
-/// The file name of the index of a sharded checkpoint.
-inline constexpr const char* safetensors_index_name = "model.safetensors.index.json";
-/// The file name of an unsharded checkpoint.
-inline constexpr const char* safetensors_single_name = "model.safetensors";
 
 /// Every tensor of a checkpoint, whichever file holds it. Copies share the mapped files.
 class safetensors_checkpoint {

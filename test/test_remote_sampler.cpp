@@ -722,6 +722,45 @@ BOOST_AUTO_TEST_CASE(an_unreachable_server_is_named_after_the_retries) {
   BOOST_CHECK_EQUAL(sampler->stats().http.retries, 4u);
 }
 
+BOOST_AUTO_TEST_CASE(a_server_that_never_accepts_hits_the_connect_timeout) {
+  // A listener with a full accept queue: the kernel drops further SYNs, so connecting hangs.
+  int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  BOOST_REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  BOOST_REQUIRE(::listen(listener, 0) == 0);
+  BOOST_REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  std::vector<int> fillers;
+  for (int i = 0; i < 3; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    (void)::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    fillers.push_back(fd);
+  }
+  std::this_thread::sleep_for(100ms);
+  remote_sampler_options opts;
+  opts.base_url = "http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  opts.model = "m";
+  opts.connect_timeout_s = 0.2;
+  opts.request_timeout_s = 5;
+  opts.retry.max_retries = 1;
+  opts.retry.initial_backoff_s = 0.01;
+  opts.retry.max_backoff_s = 0.01;
+  auto sampler = make_sampler(opts);
+  const auto start = std::chrono::steady_clock::now();
+  auto r = sampler->generate(token_request(1, {1}, 4));
+  const double waited = seconds_since(start);
+  BOOST_REQUIRE(!r);
+  check_error(r.error(), errc::node_unreachable,
+              {"could not connect within 0.2 s", "2 attempts"});
+  BOOST_CHECK_GE(waited, 0.35); // two connect timeouts, not the 5 s request timeout
+  BOOST_CHECK_LT(waited, 2.0);
+  for (int fd : fillers)
+    ::close(fd);
+  ::close(listener);
+}
+
 BOOST_AUTO_TEST_CASE(generates_from_token_prompts_with_ids_and_logprobs) {
   fake_server server;
   auto sampler = make_sampler(options_for(server));
@@ -1026,6 +1065,25 @@ BOOST_AUTO_TEST_CASE(the_concurrency_limit_bounds_requests_on_the_wire) {
   auto own = sampler->stats();
   BOOST_CHECK_LE(own.http.max_in_flight_seen, 4u);
   BOOST_CHECK_EQUAL(own.http.connections_opened, static_cast<uint64_t>(connections));
+}
+
+BOOST_AUTO_TEST_CASE(callbacks_may_make_blocking_calls) {
+  fake_server server;
+  auto sampler = make_sampler(options_for(server));
+  std::promise<std::string> done;
+  sampler->submit(token_request(1, {10, 20}, 2), [&](sampler_results first) {
+    // On the completion thread: a blocking call waits on the HTTP thread, so this cannot
+    // deadlock.
+    auto second = sampler->generate(token_request(2, {10, 21}, 2));
+    auto models = sampler->list_models();
+    done.set_value(first && second && models ? "ok"
+                   : !first                  ? describe(first.error())
+                   : !second                 ? describe(second.error())
+                                             : describe(models.error()));
+  });
+  auto future = done.get_future();
+  BOOST_REQUIRE(future.wait_for(10s) == std::future_status::ready);
+  BOOST_CHECK_EQUAL(future.get(), "ok");
 }
 
 BOOST_AUTO_TEST_CASE(sequential_requests_reuse_one_connection) {

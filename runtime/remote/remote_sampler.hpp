@@ -16,10 +16,13 @@
 // Concurrency: every member function may be called from many threads at once. At most
 // opts.max_in_flight requests are on the wire (the rest wait in order), over kept-alive
 // connections; failures are retried as retry_policy.hpp says (see http_client.hpp for the life
-// of a request). submit() callbacks run one at a time on the sampler's own completion thread:
-// they may take a moment but should hand work off rather than block for long, and must not call
-// generate() or the other blocking functions of the same sampler. The destructor fails every
-// unfinished request (each callback still runs once), then joins its threads.
+// of a request). submit() callbacks run one at a time on the sampler's own completion thread
+// (which also parses the replies): they should hand work off (send an actor message, fulfil a
+// promise) rather than block, since a blocked callback holds up every later one. The blocking
+// calls (generate(), list_models(), ...) wait on the HTTP thread, not the completion thread, so a
+// callback may make them. The destructor fails every unfinished request with io_failure ("shut
+// down before the request finished"; each callback still runs exactly once, the last ones on the
+// destroying thread), then joins its threads; it must not run inside a callback.
 
 #include "messages/data.hpp"
 #include "runtime/remote/http_client.hpp"
@@ -74,7 +77,7 @@ public:
   ///   timeout           no complete reply within request_timeout_s
   void submit(generation_request request, callback done, int32_t n = 1);
 
-  /// submit() and wait. Must not be called from a submit() callback.
+  /// submit() and wait; the same errors. May be called from a submit() callback.
   results generate(const generation_request& request, int32_t n = 1);
 
   /// The model ids the server lists (GET /v1/models): base models and loaded adapters.

@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <future>
-#include <variant>
+#include <optional>
 
 namespace kbrl::remote {
 
@@ -25,11 +25,6 @@ std::string attempts_text(int n) {
 bool success_status(long status) {
   return status >= 200 && status <= 299;
 }
-
-/// What became of one reply: the results (or the error) to hand back, or a request to send the
-/// prompt again as text.
-struct resend_as_text {};
-using outcome = std::variant<remote_sampler::results, resend_as_text>;
 
 } // namespace
 
@@ -86,7 +81,7 @@ remote_sampler::~remote_sampler() {
     rest.swap(done_queue_);
   }
   for (auto& task : rest)
-    task();
+    run_task(task);
 }
 
 std::string remote_sampler::url(const char* path) const {
@@ -136,7 +131,16 @@ caf::error remote_sampler::status_error(const http_reply& reply) const {
                             + "; body: " + body_excerpt(reply.body, opts_.error_excerpt_bytes));
 }
 
-void remote_sampler::submit(generation_request request, callback done, int32_t n) {
+namespace {
+
+const char* endpoint(remote_api api) {
+  return api == remote_api::chat ? "/v1/chat/completions" : "/v1/completions";
+}
+
+} // namespace
+
+std::shared_ptr<remote_sampler::attempt>
+remote_sampler::make_attempt(generation_request request, int32_t n, callback done) const {
   auto a = std::make_shared<attempt>();
   a->request = std::move(request);
   a->n = n;
@@ -148,201 +152,152 @@ void remote_sampler::submit(generation_request request, callback done, int32_t n
   a->token_prompt = opts_.use_token_prompts && !token_prompts_refused_;
   a->submitted = steady::now();
   a->done = std::move(done);
-  send(std::move(a));
+  return a;
 }
 
-namespace {
-
-request_shape shape_of(const remote_sampler_options& opts, const std::string& model, int32_t n,
-                       bool token_prompt) {
+caf::expected<http_request> remote_sampler::request_of(const attempt& a) const {
   request_shape shape;
-  shape.api = opts.api;
-  shape.model = model;
-  shape.token_prompt = token_prompt;
-  shape.request_token_ids = opts.request_token_ids;
-  shape.top_logprobs = opts.top_logprobs;
-  shape.n = n;
-  return shape;
-}
-
-const char* endpoint(remote_api api) {
-  return api == remote_api::chat ? "/v1/chat/completions" : "/v1/completions";
-}
-
-} // namespace
-
-void remote_sampler::send(std::shared_ptr<attempt> a) {
-  auto body = build_request_body(a->request, shape_of(opts_, a->model, a->n, a->token_prompt));
-  auto post = [this](std::function<void()> task) {
-    std::lock_guard<std::mutex> guard{done_mutex_};
-    done_queue_.push_back(std::move(task));
-    done_ready_.notify_one();
-  };
-  if (!body) {
-    ++failures_;
-    post([a, err = body.error()] { a->done(err); });
-    return;
-  }
+  shape.api = opts_.api;
+  shape.model = a.model;
+  shape.token_prompt = a.token_prompt;
+  shape.request_token_ids = opts_.request_token_ids;
+  shape.top_logprobs = opts_.top_logprobs;
+  shape.n = a.n;
+  auto body = build_request_body(a.request, shape);
+  if (!body)
+    return body.error();
   http_request req;
   req.method = "POST";
   req.url = url(endpoint(opts_.api));
   req.body = std::move(*body);
-  // The event thread only queues the reply; parsing and the callback run on the completion
-  // thread (a slow callback must not hold up the wire).
-  auto on_reply = [this, a, post](http_reply reply) mutable {
-    post([this, a, reply = std::move(reply)]() mutable { complete(a, std::move(reply)); });
-  };
-  http_client* http = nullptr;
-  {
-    std::lock_guard<std::mutex> guard{done_mutex_};
-    http = http_.get();
-  }
-  if (http == nullptr) {
-    // Only during destruction: a text re-send after the HTTP client is gone.
-    ++failures_;
-    a->done(make_error(errc::io_failure, req.method + " " + req.url
-                                           + ": the sampler shut down before the request "
-                                             "finished"));
-    return;
-  }
-  http->submit(std::move(req), std::move(on_reply));
+  return req;
 }
 
-namespace {
-
-/// Shared by submit() and generate(): turns a reply into results, or asks for a text re-send.
-outcome interpret(const remote_sampler_options& opts, bool token_prompt, bool fell_back,
-                  const generation_request& request, uint64_t policy_version,
-                  steady::time_point submitted, const http_reply& reply,
-                  const std::function<caf::error(const http_reply&)>& status_error) {
+std::optional<remote_sampler::results> remote_sampler::read_reply(attempt& a,
+                                                                  const http_reply& reply) {
+  auto fail = [this](caf::error err) -> std::optional<results> {
+    ++failures_;
+    return results{std::move(err)};
+  };
   if (reply.error)
-    return remote_sampler::results{reply.error};
+    return fail(reply.error);
   if (!success_status(reply.status)) {
-    if (reply.status == 400 && token_prompt && !fell_back && !request.prompt_text.empty())
-      return resend_as_text{};
-    return remote_sampler::results{status_error(reply)};
+    if (reply.status == 400 && a.token_prompt && !a.request.prompt_text.empty()) {
+      spdlog::warn("remote sampler {}: {} refused a token prompt (HTTP 400: {}); sending the "
+                   "prompt as text",
+                   opts_.name, reply.url, server_error_message(reply.body).value_or("no message"));
+      ++text_fallbacks_;
+      a.token_prompt = false;
+      a.fell_back = true;
+      return std::nullopt;
+    }
+    return fail(status_error(reply));
   }
   reply_context ctx;
   ctx.url = reply.url;
   ctx.status = reply.status;
-  ctx.api = opts.api;
-  ctx.request_id = request.id;
-  ctx.prompt_token_count =
-    token_prompt ? static_cast<int32_t>(request.prompt_tokens.size()) : 0;
-  ctx.policy_version = policy_version;
-  ctx.sampler = opts.name;
-  ctx.require_token_ids = opts.require_token_ids;
-  ctx.excerpt_bytes = opts.error_excerpt_bytes;
-  auto results = parse_generation_reply(reply.body, ctx);
-  if (results) {
-    const double seconds = std::chrono::duration<double>(steady::now() - submitted).count();
-    for (auto& r : *results)
-      r.seconds = seconds;
-  }
-  return results;
+  ctx.api = opts_.api;
+  ctx.request_id = a.request.id;
+  ctx.prompt_token_count = a.token_prompt ? static_cast<int32_t>(a.request.prompt_tokens.size()) : 0;
+  ctx.policy_version = a.policy_version;
+  ctx.sampler = opts_.name;
+  ctx.require_token_ids = opts_.require_token_ids;
+  ctx.excerpt_bytes = opts_.error_excerpt_bytes;
+  auto parsed = parse_generation_reply(reply.body, ctx);
+  if (!parsed)
+    return fail(parsed.error());
+  const double seconds = std::chrono::duration<double>(steady::now() - a.submitted).count();
+  for (auto& r : *parsed)
+    r.seconds = seconds;
+  completions_ += parsed->size();
+  // Only a text re-send that worked shows the server takes no token prompts (a 400 can have
+  // other causes, which the text prompt then meets too).
+  if (a.fell_back && !token_prompts_refused_.exchange(true))
+    spdlog::warn("remote sampler {}: the server takes text prompts only; prompts are sent as text "
+                 "from now on",
+                 opts_.name);
+  return results{std::move(*parsed)};
 }
 
-} // namespace
+void remote_sampler::post(std::function<void()> task) {
+  std::lock_guard<std::mutex> guard{done_mutex_};
+  done_queue_.push_back(std::move(task));
+  done_ready_.notify_one();
+}
 
-void remote_sampler::complete(std::shared_ptr<attempt> a, http_reply reply) {
-  auto status_error = [this](const http_reply& r) { return this->status_error(r); };
-  auto out = interpret(opts_, a->token_prompt, a->fell_back, a->request, a->policy_version,
-                       a->submitted, reply, status_error);
-  if (std::holds_alternative<resend_as_text>(out)) {
-    spdlog::warn("remote sampler {}: {} refused a token prompt (HTTP 400: {}); sending the "
-                 "prompt as text",
-                 opts_.name, reply.url,
-                 server_error_message(reply.body).value_or("no message"));
-    ++text_fallbacks_;
-    a->token_prompt = false;
-    a->fell_back = true;
-    send(std::move(a));
+http_client* remote_sampler::http() const {
+  std::lock_guard<std::mutex> guard{done_mutex_};
+  return http_.get();
+}
+
+void remote_sampler::submit(generation_request request, callback done, int32_t n) {
+  send(make_attempt(std::move(request), n, std::move(done)));
+}
+
+void remote_sampler::send(std::shared_ptr<attempt> a) {
+  auto req = request_of(*a);
+  if (!req) {
+    ++failures_;
+    post([a, err = req.error()] { a->done(err); });
     return;
   }
-  auto& results = std::get<remote_sampler::results>(out);
-  if (results) {
-    completions_ += results->size();
-    if (a->fell_back && !token_prompts_refused_.exchange(true))
-      spdlog::warn("remote sampler {}: the server takes text prompts only; prompts are sent as "
-                   "text from now on",
-                   opts_.name);
-  } else {
+  http_client* client = http();
+  if (client == nullptr) {
+    // Only during destruction: a text re-send after the HTTP client is gone.
     ++failures_;
+    a->done(make_error(errc::io_failure, req->method + " " + req->url
+                                           + ": the sampler shut down before the request "
+                                             "finished"));
+    return;
   }
-  a->done(std::move(results));
+  // The event thread only queues the reply; parsing and the callback run on the completion
+  // thread, so a slow callback never holds up the wire.
+  client->submit(std::move(*req), [this, a](http_reply reply) {
+    post([this, a, reply = std::move(reply)] { complete(a, reply); });
+  });
+}
+
+void remote_sampler::complete(const std::shared_ptr<attempt>& a, const http_reply& reply) {
+  auto out = read_reply(*a, reply);
+  if (!out) {
+    send(a);
+    return;
+  }
+  a->done(std::move(*out));
 }
 
 remote_sampler::results remote_sampler::generate(const generation_request& request, int32_t n) {
-  attempt a;
-  a.request = request;
-  a.n = n;
-  {
-    std::lock_guard<std::mutex> guard{model_mutex_};
-    a.model = model_;
-    a.policy_version = policy_version_;
-  }
-  a.token_prompt = opts_.use_token_prompts && !token_prompts_refused_;
-  a.submitted = steady::now();
-  auto status_error = [this](const http_reply& r) { return this->status_error(r); };
+  auto a = make_attempt(request, n, nullptr);
   for (;;) {
-    auto body = build_request_body(a.request, shape_of(opts_, a.model, a.n, a.token_prompt));
-    if (!body) {
+    auto req = request_of(*a);
+    if (!req) {
       ++failures_;
-      return body.error();
+      return req.error();
     }
-    http_request req;
-    req.method = "POST";
-    req.url = url(endpoint(opts_.api));
-    req.body = std::move(*body);
-    auto reply = call(std::move(req));
-    if (!reply) {
-      ++failures_;
-      return reply.error();
-    }
-    auto out = interpret(opts_, a.token_prompt, a.fell_back, a.request, a.policy_version,
-                         a.submitted, *reply, status_error);
-    if (std::holds_alternative<resend_as_text>(out)) {
-      spdlog::warn("remote sampler {}: {} refused a token prompt (HTTP 400: {}); sending the "
-                   "prompt as text",
-                   opts_.name, reply->url,
-                   server_error_message(reply->body).value_or("no message"));
-      ++text_fallbacks_;
-      a.token_prompt = false;
-      a.fell_back = true;
-      continue;
-    }
-    auto& results = std::get<remote_sampler::results>(out);
-    if (results) {
-      completions_ += results->size();
-      if (a.fell_back)
-        token_prompts_refused_ = true;
-    } else {
-      ++failures_;
-    }
-    return std::move(results);
+    auto out = read_reply(*a, call(std::move(*req)));
+    if (out)
+      return std::move(*out);
+    // else: the server refused the token prompt; go again with text
   }
 }
 
-caf::expected<http_reply> remote_sampler::call(http_request request) {
+http_reply remote_sampler::call(http_request request) {
   // The promise is fulfilled on the HTTP event thread, so a blocking call works from any thread,
   // the completion thread included.
+  http_client* client = http();
+  if (client == nullptr) {
+    http_reply reply;
+    reply.method = request.method;
+    reply.url = request.url;
+    reply.error = make_error(errc::io_failure, request.method + " " + request.url
+                                                 + ": the sampler is shutting down");
+    return reply;
+  }
   auto promise = std::make_shared<std::promise<http_reply>>();
   auto future = promise->get_future();
-  http_client* http = nullptr;
-  {
-    std::lock_guard<std::mutex> guard{done_mutex_};
-    http = http_.get();
-  }
-  if (http == nullptr)
-    return make_error(errc::io_failure, request.method + " " + request.url
-                                          + ": the sampler is shutting down");
-  http->submit(std::move(request), [promise](http_reply reply) {
-    promise->set_value(std::move(reply));
-  });
-  auto reply = future.get();
-  if (reply.error)
-    return reply.error;
-  return reply;
+  client->submit(std::move(request),
+                 [promise](http_reply reply) { promise->set_value(std::move(reply)); });
+  return future.get();
 }
 
 caf::expected<std::vector<std::string>> remote_sampler::list_models() {
@@ -350,12 +305,12 @@ caf::expected<std::vector<std::string>> remote_sampler::list_models() {
   req.method = "GET";
   req.url = url("/v1/models");
   req.timeout_s = opts_.control_timeout_s;
-  auto reply = call(std::move(req));
-  if (!reply)
-    return reply.error();
-  if (!success_status(reply->status))
-    return status_error(*reply);
-  return parse_model_list(reply->body, reply->url, reply->status, opts_.error_excerpt_bytes);
+  const auto reply = call(std::move(req));
+  if (reply.error)
+    return reply.error;
+  if (!success_status(reply.status))
+    return status_error(reply);
+  return parse_model_list(reply.body, reply.url, reply.status, opts_.error_excerpt_bytes);
 }
 
 caf::expected<void> remote_sampler::check_model() {
@@ -406,11 +361,11 @@ caf::expected<void> remote_sampler::load_lora_adapter(const std::string& name,
   req.url = url("/v1/load_lora_adapter");
   req.body = w.str();
   req.timeout_s = opts_.control_timeout_s;
-  auto reply = call(std::move(req));
-  if (!reply)
-    return reply.error();
-  if (!success_status(reply->status))
-    return adapter_error(*reply, "load", name);
+  const auto reply = call(std::move(req));
+  if (reply.error)
+    return reply.error;
+  if (!success_status(reply.status))
+    return adapter_error(reply, "load", name);
   spdlog::info("remote sampler {}: loaded LoRA adapter \"{}\" from {}", opts_.name, name, path);
   return {};
 }
@@ -423,11 +378,11 @@ caf::expected<void> remote_sampler::unload_lora_adapter(const std::string& name)
   req.url = url("/v1/unload_lora_adapter");
   req.body = w.str();
   req.timeout_s = opts_.control_timeout_s;
-  auto reply = call(std::move(req));
-  if (!reply)
-    return reply.error();
-  if (!success_status(reply->status))
-    return adapter_error(*reply, "unload", name);
+  const auto reply = call(std::move(req));
+  if (reply.error)
+    return reply.error;
+  if (!success_status(reply.status))
+    return adapter_error(reply, "unload", name);
   return {};
 }
 
@@ -442,13 +397,17 @@ void remote_sampler::run_completions() {
       task = std::move(done_queue_.front());
       done_queue_.pop_front();
     }
-    try {
-      task();
-    } catch (const std::exception& e) {
-      spdlog::error("remote sampler {}: a completion callback threw: {}", opts_.name, e.what());
-    } catch (...) {
-      spdlog::error("remote sampler {}: a completion callback threw", opts_.name);
-    }
+    run_task(task);
+  }
+}
+
+void remote_sampler::run_task(const std::function<void()>& task) {
+  try {
+    task();
+  } catch (const std::exception& e) {
+    spdlog::error("remote sampler {}: a completion callback threw: {}", opts_.name, e.what());
+  } catch (...) {
+    spdlog::error("remote sampler {}: a completion callback threw", opts_.name);
   }
 }
 

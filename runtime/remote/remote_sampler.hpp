@@ -30,11 +30,13 @@
 
 #include <caf/expected.hpp>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -114,9 +116,26 @@ public:
 private:
   struct attempt;
   explicit remote_sampler(remote_sampler_options opts);
+  /// A request with the model and version of the moment.
+  std::shared_ptr<attempt> make_attempt(generation_request request, int32_t n,
+                                        callback done) const;
+  /// The HTTP request for an attempt, or why it cannot be sent.
+  caf::expected<http_request> request_of(const attempt& a) const;
+  /// The results (or error) of a reply, counted in the stats; nullopt when the server refused
+  /// the token prompt and the attempt was switched to text, to be sent again.
+  std::optional<results> read_reply(attempt& a, const http_reply& reply);
+  /// submit()'s path: sends `a`; its reply comes back through complete().
   void send(std::shared_ptr<attempt> a);
-  void complete(std::shared_ptr<attempt> a, http_reply reply);
-  caf::expected<http_reply> call(http_request request);
+  /// On the completion thread: reads the reply, re-sends as text or calls back.
+  void complete(const std::shared_ptr<attempt>& a, const http_reply& reply);
+  /// Sends one request and waits for its reply (transport errors inside it).
+  http_reply call(http_request request);
+  /// Queues a task for the completion thread.
+  void post(std::function<void()> task);
+  /// Runs a completion task, logging what it throws.
+  void run_task(const std::function<void()>& task);
+  /// The HTTP client, or nullptr once the destructor has taken it.
+  http_client* http() const;
   caf::error adapter_error(const http_reply& reply, const std::string& action,
                            const std::string& name) const;
   caf::error status_error(const http_reply& reply) const;

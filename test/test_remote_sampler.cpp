@@ -232,7 +232,9 @@ public:
   }
 
   /// Queues faults: a JSON array of fault objects (see the server's docstring).
-  void faults(const std::string& array) const { control("POST", "/faults", "{\"faults\": " + array + "}"); }
+  void faults(const std::string& array) const {
+    control("POST", "/faults", "{\"faults\": " + array + "}");
+  }
 
   void delay(double seconds) const {
     control("POST", "/settings", "{\"delay_s\": " + std::to_string(seconds) + "}");
@@ -262,7 +264,8 @@ private:
       const auto left = deadline - (std::chrono::steady_clock::now() - start);
       BOOST_REQUIRE_MESSAGE(left > 0ms, "the fake server did not report its ports");
       pollfd p{fd, POLLIN, 0};
-      ::poll(&p, 1, static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(left).count()));
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(left).count();
+      ::poll(&p, 1, static_cast<int>(ms));
       char buf[256];
       const ssize_t n = ::read(fd, buf, sizeof buf);
       BOOST_REQUIRE_MESSAGE(n > 0, "the fake server exited before reporting its ports");
@@ -624,7 +627,8 @@ BOOST_AUTO_TEST_CASE(malformed_replies_fail_with_url_status_what_and_an_excerpt)
                       "logprobs": {"tokens": ["token_id:1"], "token_logprobs": ["-0.5"]}}]})",
      "choices[0].logprobs.token_logprobs[0] is a string, expected a number"},
     {R"({"choices": [{"text": "a", "finish_reason": "stop",
-                      "logprobs": {"tokens": ["token_id:1", "token_id:2"], "token_logprobs": [-1]}}]})",
+                      "logprobs": {"tokens": ["token_id:1", "token_id:2"],
+                                   "token_logprobs": [-1]}}]})",
      "choices[0].logprobs.tokens has 2 entries but token_logprobs has 1"},
     {R"({"choices": [{"text": "a", "finish_reason": "stop",
                       "logprobs": {"tokens": ["token_id:1", "b"], "token_logprobs": [-1, -2]}}]})",
@@ -655,19 +659,20 @@ BOOST_AUTO_TEST_CASE(malformed_replies_fail_with_url_status_what_and_an_excerpt)
   BOOST_REQUIRE(!e);
   check_error(e.error(), errc::io_failure, {"answered with an error", "prompt too long"});
 
-  auto models = parse_model_list(R"({"data": [{"id": "a"}, {"object": "model"}]})", "http://m/v1/models", 200, 100);
+  auto models = parse_model_list(R"({"data": [{"id": "a"}, {"object": "model"}]})",
+                                 "http://m/v1/models", 200, /*excerpt_bytes=*/100);
   BOOST_REQUIRE(!models);
   check_error(models.error(), errc::io_failure, {"http://m/v1/models", "data[1].id is missing"});
 }
 
 BOOST_AUTO_TEST_CASE(server_error_messages_are_found_in_every_form) {
-  BOOST_CHECK_EQUAL(server_error_message(R"({"error": {"message": "m1", "code": 400}})").value_or(""), "m1");
-  BOOST_CHECK_EQUAL(server_error_message(R"({"error": "Unauthorized"})").value_or(""), "Unauthorized");
-  BOOST_CHECK_EQUAL(server_error_message(R"({"object": "error", "message": "m3"})").value_or(""), "m3");
-  BOOST_CHECK_EQUAL(server_error_message(R"({"detail": "Not Found"})").value_or(""), "Not Found");
-  BOOST_CHECK_EQUAL(
-    server_error_message(R"({"detail": [{"msg": "field required"}, {"msg": "bad n"}]})").value_or(""),
-    "field required; bad n");
+  auto message = [](const char* body) { return server_error_message(body).value_or("(none)"); };
+  BOOST_CHECK_EQUAL(message(R"({"error": {"message": "m1", "code": 400}})"), "m1");
+  BOOST_CHECK_EQUAL(message(R"({"error": "Unauthorized"})"), "Unauthorized");
+  BOOST_CHECK_EQUAL(message(R"({"object": "error", "message": "m3"})"), "m3");
+  BOOST_CHECK_EQUAL(message(R"({"detail": "Not Found"})"), "Not Found");
+  BOOST_CHECK_EQUAL(message(R"({"detail": [{"msg": "field required"}, {"msg": "bad n"}]})"),
+                    "field required; bad n");
   BOOST_CHECK(!server_error_message("<html>502 Bad Gateway</html>"));
   BOOST_CHECK_EQUAL(body_excerpt("a\nb", 10), "a b");
   BOOST_CHECK_EQUAL(body_excerpt("abcdef", 3), "abc... [3 more bytes]");

@@ -314,8 +314,8 @@ struct http_client::impl {
   void retry_later(std::unique_ptr<job> j, std::optional<double> retry_after) {
     std::uniform_real_distribution<double> unit{0.0, 1.0};
     const double delay = retry_delay_s(opts.retry, j->attempts, retry_after, unit(rng));
-    const auto due =
-      steady::now() + std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>(delay));
+    const auto wait = std::chrono::duration<double>(delay);
+    const auto due = steady::now() + std::chrono::duration_cast<steady::duration>(wait);
     backing_off.emplace(due, std::move(j));
   }
 

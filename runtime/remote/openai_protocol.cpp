@@ -158,7 +158,8 @@ caf::expected<sampled_tokens> read_logprobs(element logprobs, const std::string&
   auto tokens = field(logprobs, "tokens");
   auto token_logprobs = field(logprobs, "token_logprobs");
   if (!tokens || !token_logprobs)
-    return reader.malformed(path + " has neither \"content\" nor \"tokens\" and \"token_logprobs\"");
+    return reader.malformed(path
+                            + " has neither \"content\" nor \"tokens\" and \"token_logprobs\"");
   if (!tokens->is_array())
     return reader.malformed(path + ".tokens is " + kind_of(*tokens) + ", expected an array");
   if (!token_logprobs->is_array())

@@ -198,7 +198,8 @@ std::optional<remote_sampler::results> remote_sampler::read_reply(attempt& a,
   ctx.status = reply.status;
   ctx.api = opts_.api;
   ctx.request_id = a.request.id;
-  ctx.prompt_token_count = a.token_prompt ? static_cast<int32_t>(a.request.prompt_tokens.size()) : 0;
+  ctx.prompt_token_count =
+    a.token_prompt ? static_cast<int32_t>(a.request.prompt_tokens.size()) : 0;
   ctx.policy_version = a.policy_version;
   ctx.sampler = opts_.name;
   ctx.require_token_ids = opts_.require_token_ids;
@@ -348,7 +349,8 @@ caf::error remote_sampler::adapter_error(const http_reply& reply, const std::str
     return make_error(errc::invalid_argument,
                       reply.method + " " + reply.url + ": the server refused to " + action
                         + " LoRA adapter \"" + name + "\" (HTTP " + std::to_string(reply.status)
-                        + "): " + message.value_or(body_excerpt(reply.body, opts_.error_excerpt_bytes)));
+                        + "): "
+                        + message.value_or(body_excerpt(reply.body, opts_.error_excerpt_bytes)));
   return status_error(reply);
 }
 

@@ -9,7 +9,8 @@ API port (what the sampler talks to), HTTP/1.1 with keep-alive:
     GET  /v1/models                the base model (--model) and every loaded LoRA adapter
     POST /v1/completions           prompt: a string or a list of token ids
     POST /v1/chat/completions      messages: [{role, content}]
-    POST /v1/load_lora_adapter     {lora_name, lora_path}; 404 {"detail": "Not Found"} with --no-lora
+    POST /v1/load_lora_adapter     {lora_name, lora_path}; the path must hold adapter_config.json
+                                   (--no-lora: 404 {"detail": "Not Found"}, as vLLM without it)
     POST /v1/unload_lora_adapter   {lora_name}
 
 "Generation" is deterministic, so tests can predict every token:

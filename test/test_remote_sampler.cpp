@@ -1091,6 +1091,30 @@ BOOST_AUTO_TEST_CASE(callbacks_may_make_blocking_calls) {
   BOOST_CHECK_EQUAL(future.get(), "ok");
 }
 
+BOOST_AUTO_TEST_CASE(control_calls_do_not_wait_behind_generations) {
+  fake_server server;
+  auto opts = options_for(server);
+  opts.max_in_flight = 1;
+  auto sampler = make_sampler(opts);
+  server.faults(R"([{"kind": "slow", "delay_s": 1.5, "path": "/v1/completions"}])");
+  std::promise<sampler_results> slow, queued;
+  sampler->submit(token_request(1, {10, 20}, 2),
+                  [&](sampler_results r) { slow.set_value(std::move(r)); });
+  sampler->submit(token_request(2, {10, 20}, 2),
+                  [&](sampler_results r) { queued.set_value(std::move(r)); });
+  std::this_thread::sleep_for(100ms); // the one slot is taken, the second request waits
+  BOOST_CHECK_EQUAL(sampler->stats().http.waiting, 1u);
+  const auto start = std::chrono::steady_clock::now();
+  auto models = sampler->list_models(); // an adapter load would pass the queue the same way
+  BOOST_REQUIRE_MESSAGE(models, test::why(models));
+  BOOST_CHECK_LT(seconds_since(start), 1.0);
+  auto first = slow.get_future().get();
+  auto second = queued.get_future().get();
+  BOOST_CHECK_MESSAGE(first, test::why(first));
+  BOOST_CHECK_MESSAGE(second, test::why(second));
+  BOOST_CHECK_EQUAL(sampler->stats().http.max_in_flight_seen, 1u);
+}
+
 BOOST_AUTO_TEST_CASE(sequential_requests_reuse_one_connection) {
   fake_server server;
   auto sampler = make_sampler(options_for(server));

@@ -27,6 +27,9 @@ namespace {
 
 using steady = std::chrono::steady_clock;
 
+/// Connections kept beyond max_in_flight for control requests (http_request::control).
+constexpr long control_lane = 4;
+
 void init_curl_once() {
   static std::once_flag once;
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_ALL); });
@@ -158,9 +161,12 @@ struct http_client::impl {
   bool stopping = false;
 
   // Event thread only.
-  std::deque<std::unique_ptr<job>> waiting;
+  std::deque<std::unique_ptr<job>> waiting;         ///< for a slot, in submission order
+  std::deque<std::unique_ptr<job>> control_waiting; ///< control requests: started next turn
   std::multimap<steady::time_point, std::unique_ptr<job>> backing_off;
   std::unordered_map<CURL*, std::unique_ptr<job>> on_wire;
+  size_t limited_on_wire = 0; ///< on_wire less the control requests
+  const size_t limit = static_cast<size_t>(std::max<int32_t>(1, opts.max_in_flight));
   std::vector<CURL*> idle_handles;
   std::mt19937_64 rng{std::random_device{}()};
 
@@ -172,7 +178,7 @@ struct http_client::impl {
   explicit impl(const http_client_options& o) : opts(o) {
     init_curl_once();
     multi = curl_multi_init();
-    const long pool = std::max<int32_t>(1, opts.max_in_flight);
+    const long pool = static_cast<long>(limit) + control_lane;
     curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, pool);
     curl_multi_setopt(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, pool);
     headers = curl_slist_append(headers, "Content-Type: application/json");
@@ -305,10 +311,12 @@ struct http_client::impl {
       fail(std::move(j), std::move(err));
       return;
     }
+    if (!j->request.control)
+      ++limited_on_wire;
     on_wire.emplace(e, std::move(j));
-    in_flight = on_wire.size();
-    if (on_wire.size() > max_in_flight_seen)
-      max_in_flight_seen = on_wire.size();
+    in_flight = limited_on_wire;
+    if (limited_on_wire > max_in_flight_seen)
+      max_in_flight_seen = limited_on_wire;
   }
 
   void retry_later(std::unique_ptr<job> j, std::optional<double> retry_after) {
@@ -328,7 +336,9 @@ struct http_client::impl {
     }
     std::unique_ptr<job> j = std::move(it->second);
     on_wire.erase(it);
-    in_flight = on_wire.size();
+    if (!j->request.control)
+      --limited_on_wire;
+    in_flight = limited_on_wire;
     long status = 0;
     curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
     char* content_type = nullptr;
@@ -372,19 +382,25 @@ struct http_client::impl {
         std::lock_guard<std::mutex> guard{mutex};
         if (stopping)
           break;
-        while (!incoming.empty()) {
-          waiting.push_back(std::move(incoming.front()));
-          incoming.pop_front();
-        }
+        for (auto& j : incoming)
+          (j->request.control ? control_waiting : waiting).push_back(std::move(j));
+        incoming.clear();
       }
-      const size_t limit = static_cast<size_t>(std::max<int32_t>(1, opts.max_in_flight));
+      // Control requests go at once; retries that are due go before anything still waiting
+      // (they were submitted earlier).
       const auto now = steady::now();
-      // Retries that are due go first: they were submitted before anything still waiting.
-      while (on_wire.size() < limit && !backing_off.empty() && backing_off.begin()->first <= now) {
-        auto node = backing_off.extract(backing_off.begin());
+      for (auto it = backing_off.begin(); it != backing_off.end() && it->first <= now;) {
+        if (!it->second->request.control && limited_on_wire >= limit) {
+          ++it;
+          continue;
+        }
+        auto node = backing_off.extract(it++);
         start(std::move(node.mapped()));
       }
-      while (on_wire.size() < limit && !waiting.empty()) {
+      for (auto& j : control_waiting)
+        start(std::move(j));
+      control_waiting.clear();
+      while (limited_on_wire < limit && !waiting.empty()) {
         auto j = std::move(waiting.front());
         waiting.pop_front();
         start(std::move(j));
@@ -396,17 +412,27 @@ struct http_client::impl {
         if (msg->msg == CURLMSG_DONE)
           finish(msg->easy_handle, msg->data.result);
       waiting_now = waiting.size() + backing_off.size();
-      int timeout_ms = 1000;
-      if (!waiting.empty() && on_wire.size() < limit)
-        timeout_ms = 0;
-      if (!backing_off.empty()) {
-        const auto until = backing_off.begin()->first - steady::now();
-        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(until).count() + 1;
-        timeout_ms = static_cast<int>(std::clamp<long long>(ms, 0, timeout_ms));
-      }
-      curl_multi_poll(multi, nullptr, 0, timeout_ms, nullptr);
+      curl_multi_poll(multi, nullptr, 0, wait_ms(), nullptr);
     }
     shut_down();
+  }
+
+  /// How long the event loop may sleep: until curl has something to do (curl_multi_poll knows
+  /// that), a new request arrives (curl_multi_wakeup), or the next retry that could start is due.
+  /// A due retry with no free slot waits for a transfer to end, which wakes the loop anyway.
+  int wait_ms() const {
+    long long ms = 1000;
+    if (limited_on_wire < limit && !waiting.empty())
+      return 0;
+    for (const auto& [due, j] : backing_off) {
+      if (!j->request.control && limited_on_wire >= limit)
+        continue;
+      const auto until = due - steady::now();
+      ms = std::min<long long>(
+        ms, std::chrono::duration_cast<std::chrono::milliseconds>(until).count() + 1);
+      break; // ordered by due time: the first that could start is the next wake-up
+    }
+    return static_cast<int>(std::max<long long>(ms, 0));
   }
 
   /// Fails everything not yet done; runs on the event thread after `stopping` was set.
@@ -418,6 +444,7 @@ struct http_client::impl {
       rest.push_back(std::move(j));
     }
     on_wire.clear();
+    limited_on_wire = 0;
     in_flight = 0;
     for (auto& [due, j] : backing_off)
       rest.push_back(std::move(j));

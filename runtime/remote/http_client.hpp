@@ -3,8 +3,9 @@
 // inference server from many threads at once.
 //
 // One event thread drives every transfer. At most `max_in_flight` requests are on the wire; the
-// rest wait in submission order. Connections are kept alive and reused across requests (the
-// multi handle's connection cache holds up to `max_in_flight` of them). Failed attempts are
+// rest wait in submission order. Control requests (http_request::control) skip that queue and
+// limit. Connections are kept alive and reused across requests (the multi handle's connection
+// cache holds max_in_flight of them, plus a few for control requests). Failed attempts are
 // retried as retry_policy.hpp says, waiting without holding a slot or a thread.
 //
 // Life of a request:
@@ -37,6 +38,9 @@ struct http_request {
   std::string url;            ///< absolute URL
   std::string body;           ///< POST body, sent as application/json
   double timeout_s = 0;       ///< total time of one attempt, seconds; 0: the client's default
+  /// A short control call (list models, load an adapter) that must not wait behind long
+  /// generations: it skips the queue and is not counted against max_in_flight.
+  bool control = false;
 };
 
 /// How a request ended, after its last attempt.
@@ -72,8 +76,8 @@ struct http_client_stats {
   uint64_t attempts = 0;          ///< transfers started, retries included
   uint64_t retries = 0;           ///< attempts after a first one
   uint64_t connections_opened = 0;///< new TCP connections (the rest reused kept-alive ones)
-  uint64_t in_flight = 0;         ///< transfers on the wire now
-  uint64_t max_in_flight_seen = 0;///< most transfers on the wire at once so far
+  uint64_t in_flight = 0;         ///< transfers on the wire now, control requests left out
+  uint64_t max_in_flight_seen = 0;///< most of those on the wire at once so far
   uint64_t waiting = 0;           ///< requests waiting for a slot or in back-off now
 };
 

@@ -306,6 +306,7 @@ caf::expected<std::vector<std::string>> remote_sampler::list_models() {
   req.method = "GET";
   req.url = url("/v1/models");
   req.timeout_s = opts_.control_timeout_s;
+  req.control = true;
   const auto reply = call(std::move(req));
   if (reply.error)
     return reply.error;
@@ -363,6 +364,7 @@ caf::expected<void> remote_sampler::load_lora_adapter(const std::string& name,
   req.url = url("/v1/load_lora_adapter");
   req.body = w.str();
   req.timeout_s = opts_.control_timeout_s;
+  req.control = true;
   const auto reply = call(std::move(req));
   if (reply.error)
     return reply.error;
@@ -380,6 +382,7 @@ caf::expected<void> remote_sampler::unload_lora_adapter(const std::string& name)
   req.url = url("/v1/unload_lora_adapter");
   req.body = w.str();
   req.timeout_s = opts_.control_timeout_s;
+  req.control = true;
   const auto reply = call(std::move(req));
   if (reply.error)
     return reply.error;

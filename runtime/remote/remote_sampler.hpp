@@ -83,6 +83,9 @@ public:
   results generate(const generation_request& request, int32_t n = 1);
 
   /// The model ids the server lists (GET /v1/models): base models and loaded adapters.
+  /// This and the other control calls below skip the queue of generations and the max_in_flight
+  /// limit, so a weight update never waits behind long samples; each attempt has
+  /// control_timeout_s.
   caf::expected<std::vector<std::string>> list_models();
 
   /// Checks that the server answers and lists the model requests use now (opts.model, or the

@@ -23,6 +23,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <ctime>
 #include <condition_variable>
 #include <fcntl.h>
 #include <fstream>
@@ -1113,6 +1114,30 @@ BOOST_AUTO_TEST_CASE(control_calls_do_not_wait_behind_generations) {
   BOOST_CHECK_MESSAGE(first, test::why(first));
   BOOST_CHECK_MESSAGE(second, test::why(second));
   BOOST_CHECK_EQUAL(sampler->stats().http.max_in_flight_seen, 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_retry_waiting_for_a_slot_does_not_spin) {
+  fake_server server;
+  auto opts = options_for(server);
+  opts.max_in_flight = 1;
+  auto sampler = make_sampler(opts);
+  // The first request fails and backs off for ~10 ms; the second takes the only slot for 1 s, so
+  // the first one's retry is due long before it can start.
+  server.faults(R"([{"kind": "status", "status": 500}, {"kind": "slow", "delay_s": 1.0}])");
+  std::promise<sampler_results> a, b;
+  const std::clock_t cpu_start = std::clock();
+  sampler->submit(token_request(1, {10, 20}, 2),
+                  [&](sampler_results r) { a.set_value(std::move(r)); });
+  sampler->submit(token_request(2, {10, 20}, 2),
+                  [&](sampler_results r) { b.set_value(std::move(r)); });
+  auto first = a.get_future().get();
+  auto second = b.get_future().get();
+  const double cpu_s = double(std::clock() - cpu_start) / CLOCKS_PER_SEC;
+  BOOST_CHECK_MESSAGE(first, test::why(first));
+  BOOST_CHECK_MESSAGE(second, test::why(second));
+  BOOST_CHECK_EQUAL(sampler->stats().http.retries, 1u);
+  BOOST_TEST_MESSAGE("CPU time while a retry waited 1 s for a slot: " << cpu_s << " s");
+  BOOST_CHECK_LT(cpu_s, 0.3); // a busy-waiting event loop would burn about 1 s
 }
 
 BOOST_AUTO_TEST_CASE(sequential_requests_reuse_one_connection) {

@@ -13,6 +13,7 @@
 #include "runtime/model/generation_engine.hpp"
 #include "runtime/model/lora_adapter.hpp"
 #include "runtime/model/sampling.hpp"
+#include "runtime/model/token_logprobs.hpp"
 #include "runtime/tokenizer/stream_decoder.hpp"
 
 #include <ATen/ATen.h>
@@ -298,6 +299,16 @@ BOOST_AUTO_TEST_CASE(sampled_logprobs_are_before_truncation) {
     // Drawn from the top 5 only.
     BOOST_CHECK(std::get<1>(row.topk(5)).eq(id).any().item<bool>());
   }
+  // What a learner recomputes, in chunks of 3 positions: the same numbers.
+  std::vector<int64_t> all(r.prompt_tokens.begin(), r.prompt_tokens.end());
+  all.insert(all.end(), res.completion_tokens.begin(), res.completion_tokens.end());
+  const auto ids = at::tensor(all, at::kLong).view({1, -1});
+  const int64_t n = ids.size(1);
+  const auto hidden = m.forward(ids.narrow(1, 0, n - 1), at::arange(n - 1, at::kLong).view({1, -1}),
+                                causal_mask(at::ones({1, n - 1}, at::kBool)));
+  const auto recomputed = token_logprobs(m, hidden, ids.narrow(1, 1, n - 1), 0.8, /*chunk=*/3);
+  const auto completion = recomputed[0].narrow(0, r.prompt_tokens.size() - 1, res.logprobs.size());
+  kbrl::test::check_close(completion, at::tensor(res.logprobs), 1e-4, "token_logprobs");
 }
 
 BOOST_AUTO_TEST_CASE(stop_tokens_eos_and_lengths_end_sequences) {
@@ -487,6 +498,49 @@ BOOST_AUTO_TEST_CASE(adapters_swap_between_batches) {
   BOOST_CHECK(!engine.set_adapter(&foreign, 5));
   BOOST_CHECK_EQUAL(engine.policy_version(), 4u);
   BOOST_CHECK(engine.generate(reqs)[0].completion_tokens == with_v2[0].completion_tokens);
+}
+
+BOOST_AUTO_TEST_CASE(cuda_agrees_with_the_cpu) {
+  // Runs where libtorch has CUDA and a GPU is visible (the GPU machine); says so elsewhere.
+  if (!at::hasCUDA()) {
+    BOOST_TEST_MESSAGE("no CUDA device: cuda_agrees_with_the_cpu checks nothing here");
+    return;
+  }
+  temp_dir dir;
+  for (const auto& arch : {"qwen2", "qwen3", "llama"}) {
+    BOOST_TEST_CONTEXT(arch) {
+      auto cpu = tiny_transformer(dir, tiny_model_config(arch));
+      auto gpu = tiny_transformer(dir, tiny_model_config(arch), 7, {at::kCUDA, at::kFloat});
+      auto gpu_bf16 = tiny_transformer(dir, tiny_model_config(arch), 7, {at::kCUDA, at::kBFloat16});
+      std::vector<generation_request> reqs;
+      for (int i = 0; i < 4; ++i)
+        reqs.push_back(request(i, prompt_of(4 + 3 * i, i), 0.0, 12));
+      const auto on_cpu = make_engine(cpu, 2).generate(reqs);
+      const auto on_gpu = make_engine(gpu, 2).generate(reqs);
+      for (std::size_t i = 0; i < reqs.size(); ++i) {
+        BOOST_CHECK_MESSAGE(on_gpu[i].error.empty(), on_gpu[i].error);
+        BOOST_CHECK(on_gpu[i].completion_tokens == on_cpu[i].completion_tokens);
+      }
+      // Sampling with per-request CUDA generators: reproducible, whatever the batch.
+      auto sampled = reqs;
+      for (auto& r : sampled) {
+        r.params.temperature = 0.9;
+        r.params.top_p = 0.95;
+        r.params.seed = 100 + r.id;
+      }
+      const auto batched = make_engine(gpu, 4).generate(sampled);
+      for (std::size_t i = 0; i < sampled.size(); ++i) {
+        const auto single = make_engine(gpu, 1).generate({sampled[i]}).at(0);
+        BOOST_CHECK_MESSAGE(batched[i].error.empty(), batched[i].error);
+        BOOST_CHECK(single.completion_tokens == batched[i].completion_tokens);
+      }
+      // bfloat16 runs (its rounding differs with the batch, so only that it runs is checked).
+      for (const auto& r : make_engine(gpu_bf16, 4).generate(sampled)) {
+        BOOST_CHECK_MESSAGE(r.error.empty(), r.error);
+        BOOST_CHECK(!r.completion_tokens.empty());
+      }
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(throughput_on_the_cpu) {

@@ -41,6 +41,15 @@ public:
     return present ? get(name) : at::Tensor{};
   }
 
+  /// The linear layer `module` ("model.layers.0.mlp.up_proj"): its weight, and its bias if it has
+  /// one.
+  linear_layer linear(const std::string& module, bool has_bias) {
+    linear_layer l;
+    l.weight = get(module + ".weight");
+    l.bias = get_if(has_bias, module + ".bias");
+    return l;
+  }
+
 private:
   const safetensors_checkpoint& checkpoint_;
   const transformer_options& options_;
@@ -128,19 +137,16 @@ caf::expected<transformer> transformer::from_checkpoint(const model_config& conf
     decoder_layer d;
     d.input_layernorm = r.get(layer + "input_layernorm.weight");
     auto& a = d.self_attn;
-    a.q_proj = {r.get(attn + "q_proj.weight"), r.get_if(config.qkv_bias(), attn + "q_proj.bias")};
-    a.k_proj = {r.get(attn + "k_proj.weight"), r.get_if(config.qkv_bias(), attn + "k_proj.bias")};
-    a.v_proj = {r.get(attn + "v_proj.weight"), r.get_if(config.qkv_bias(), attn + "v_proj.bias")};
-    a.o_proj = {r.get(attn + "o_proj.weight"),
-                r.get_if(config.o_proj_bias(), attn + "o_proj.bias")};
+    a.q_proj = r.linear(attn + "q_proj", config.qkv_bias());
+    a.k_proj = r.linear(attn + "k_proj", config.qkv_bias());
+    a.v_proj = r.linear(attn + "v_proj", config.qkv_bias());
+    a.o_proj = r.linear(attn + "o_proj", config.o_proj_bias());
     a.q_norm = r.get_if(config.qk_norm(), attn + "q_norm.weight");
     a.k_norm = r.get_if(config.qk_norm(), attn + "k_norm.weight");
     d.post_attention_layernorm = r.get(layer + "post_attention_layernorm.weight");
-    d.mlp.gate_proj = {r.get(mlp + "gate_proj.weight"),
-                       r.get_if(config.mlp_bias, mlp + "gate_proj.bias")};
-    d.mlp.up_proj = {r.get(mlp + "up_proj.weight"), r.get_if(config.mlp_bias, mlp + "up_proj.bias")};
-    d.mlp.down_proj = {r.get(mlp + "down_proj.weight"),
-                       r.get_if(config.mlp_bias, mlp + "down_proj.bias")};
+    d.mlp.gate_proj = r.linear(mlp + "gate_proj", config.mlp_bias);
+    d.mlp.up_proj = r.linear(mlp + "up_proj", config.mlp_bias);
+    d.mlp.down_proj = r.linear(mlp + "down_proj", config.mlp_bias);
     m.layers_.push_back(std::move(d));
   }
   m.norm_ = r.get("model.norm.weight");

@@ -11,6 +11,7 @@
 #include "messages/errors.hpp"
 #include "model_fixture.hpp"
 #include "runtime/model/attention.hpp"
+#include "runtime/model/file_io.hpp"
 #include "runtime/model/generation_engine.hpp"
 #include "runtime/model/kv_cache.hpp"
 #include "runtime/model/lora_adapter.hpp"
@@ -509,7 +510,10 @@ BOOST_AUTO_TEST_CASE(golden_values_of_transformers) {
         return *t;
       };
       const auto ids = get("input_ids");
-      check_close(full_logits(*m, ids), get("logits"), logits_atol, arch + " logits");
+      const auto base_logits = full_logits(*m, ids);
+      check_close(base_logits, get("logits"), logits_atol, arch + " logits");
+      BOOST_TEST_MESSAGE(arch << ": max |logits - transformers'| = "
+                              << max_abs_diff(base_logits, get("logits")));
       if (golden->find("inv_freq"))
         check_close(rope_inverse_frequencies(m->config()), get("inv_freq"), 1e-6,
                     arch + " RoPE inverse frequencies");
@@ -539,7 +543,19 @@ BOOST_AUTO_TEST_CASE(golden_values_of_transformers) {
       auto adapter = load_lora_adapter(dir / "adapter", m->config(), at::kFloat);
       BOOST_REQUIRE_MESSAGE(adapter, why(adapter));
       BOOST_REQUIRE(attach_lora_adapter(*m, *adapter));
-      check_close(full_logits(*m, ids), get("lora_logits"), logits_atol, arch + " LoRA logits");
+      // The first version of make_golden.py computed lora_logits after a bfloat16 round trip of
+      // the model that also rounded RoPE's inv_freq buffer to bfloat16 (the LoRA logits then
+      // differ by ~2e-3 from exact frequencies). Fixtures of that version lack the key
+      // "lora_logits_rope" in golden.json; for them the same rounding is reproduced here.
+      auto info = read_text_file(dir / "golden.json");
+      BOOST_REQUIRE_MESSAGE(info, why(info));
+      if (info->find("\"lora_logits_rope\": \"inv_freq\"") == std::string::npos)
+        m->set_rope_inverse_frequencies(
+          rope_inverse_frequencies(m->config()).to(at::kBFloat16).to(at::kFloat));
+      const auto lora_logits = full_logits(*m, ids);
+      check_close(lora_logits, get("lora_logits"), logits_atol, arch + " LoRA logits");
+      BOOST_TEST_MESSAGE(arch << ": max |LoRA logits - peft's| = "
+                              << max_abs_diff(lora_logits, get("lora_logits")));
     }
   }
 }

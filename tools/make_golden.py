@@ -26,6 +26,7 @@ Everything runs on the CPU in float32 so the numbers do not depend on the GPU or
 """
 
 import argparse
+import copy
 import json
 import os
 import sys
@@ -161,9 +162,9 @@ def build(arch, out_dir, transformers, peft, save_file):
 
     os.makedirs(out_dir, exist_ok=True)
     # Stored in bfloat16 (the values already are bfloat16 numbers): half the bytes of fp32.
-    model.to(torch.bfloat16)
-    model.save_pretrained(out_dir)
-    model.to(torch.float32)
+    # A copy is converted, not the model: Module.to(dtype) also casts the RoPE buffer inv_freq,
+    # and a round trip through bfloat16 would leave the model below with rounded frequencies.
+    copy.deepcopy(model).to(torch.bfloat16).save_pretrained(out_dir)
 
     lora = dict(ARCHS[arch]["lora"])
     lora_config = peft.LoraConfig(task_type="CAUSAL_LM", lora_dropout=0.0, bias="none", **lora)
@@ -177,6 +178,9 @@ def build(arch, out_dir, transformers, peft, save_file):
     with torch.no_grad():
         tensors["lora_logits"] = peft_model(input_ids).logits.float().contiguous()
     peft_model.save_pretrained(os.path.join(out_dir, "adapter"))
+    readme = os.path.join(out_dir, "adapter", "README.md")  # peft's model card template
+    if os.path.exists(readme):
+        os.remove(readme)
 
     save_file(tensors, os.path.join(out_dir, "golden.safetensors"))
     info = {
@@ -191,6 +195,11 @@ def build(arch, out_dir, transformers, peft, save_file):
         "smallest_greedy_gap": min(gaps),
         "lora": lora,
         "rope_type": rope_type,
+        # Whether lora_logits were computed with the RoPE frequencies of inv_freq (the first
+        # version of this script rounded them to bfloat16 by mistake; its golden.json has no
+        # such key).
+        "lora_logits_rope": "inv_freq" if inv_freq is not None
+                            and torch.equal(rope_inv_freq(peft_model), inv_freq) else "other",
         "logits_abs_max": float(tensors["logits"].abs().max()),
         "lora_logits_max_change": float((tensors["lora_logits"] - tensors["logits"]).abs().max()),
     }

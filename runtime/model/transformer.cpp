@@ -153,7 +153,7 @@ caf::expected<transformer> transformer::from_checkpoint(const model_config& conf
   m.lm_head_ = config.tie_word_embeddings ? m.embed_tokens_ : r.get("lm_head.weight");
   if (r.error)
     return r.error;
-  m.inv_freq_ = rope_inverse_frequencies(config).to(options.device);
+  m.inv_freq_ = kbrl::model::rope_inverse_frequencies(config).to(options.device);
   return m;
 }
 
@@ -292,6 +292,13 @@ std::vector<std::pair<std::string, linear_layer*>> transformer::linear_layers() 
 void transformer::clear_lora() {
   for (auto& [name, layer] : linear_layers())
     layer->lora = {};
+}
+
+void transformer::set_rope_inverse_frequencies(const at::Tensor& inv_freq) {
+  TORCH_CHECK(inv_freq.dim() == 1 && inv_freq.size(0) == config_.head_dim / 2,
+              "set_rope_inverse_frequencies: expected [", config_.head_dim / 2, "], got ",
+              inv_freq.sizes());
+  inv_freq_ = inv_freq.to(options_.device, at::kFloat);
 }
 
 int64_t transformer::weight_bytes() const {

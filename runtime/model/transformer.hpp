@@ -159,6 +159,13 @@ public:
   /// Removes every LoRA term (the base model again).
   void clear_lora();
 
+  /// The RoPE inverse frequencies in use (float32 [head_dim / 2] on the device).
+  const at::Tensor& rope_inverse_frequencies() const { return inv_freq_; }
+
+  /// Replaces the RoPE inverse frequencies (float32 [head_dim / 2], moved to the device), to
+  /// reproduce a reference computed with other ones. Precondition (TORCH_CHECK): that shape.
+  void set_rope_inverse_frequencies(const at::Tensor& inv_freq);
+
   /// Bytes held by the weights on the device (a tied lm_head counted once).
   int64_t weight_bytes() const;
 

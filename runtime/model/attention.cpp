@@ -1,0 +1,61 @@
+#include "runtime/model/attention.hpp"
+
+#include <ATen/ATen.h>
+#include <torch/version.h>
+
+#include <cmath>
+#include <limits>
+
+// at::scaled_dot_product_attention arrived with torch 2.0.
+#if TORCH_VERSION_MAJOR >= 2
+#define KBRL_HAVE_SDPA 1
+#else
+#define KBRL_HAVE_SDPA 0
+#endif
+
+namespace kbrl::model {
+
+bool fused_attention_available() { return KBRL_HAVE_SDPA != 0; }
+
+at::Tensor grouped_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                             const at::Tensor& mask) {
+  const int64_t batch = q.size(0), heads = q.size(1), queries = q.size(2), dim = q.size(3);
+  const int64_t kv_heads = k.size(1), keys = k.size(2);
+  TORCH_CHECK(heads % kv_heads == 0, "grouped_attention: ", heads, " query heads over ", kv_heads,
+              " key/value heads");
+  const int64_t group = heads / kv_heads;
+  // Query heads h = g * group + i share key/value head g: fold i into the query dimension.
+  const auto folded_q = q.reshape({batch, kv_heads, group * queries, dim});
+  const auto folded_mask = group == 1 ? mask
+                                      : mask.unsqueeze(2)
+                                          .expand({batch, 1, group, queries, keys})
+                                          .reshape({batch, 1, group * queries, keys});
+  at::Tensor out;
+#if KBRL_HAVE_SDPA
+  out = at::scaled_dot_product_attention(folded_q, k, v, folded_mask);
+#else
+  const double scale = 1.0 / std::sqrt(static_cast<double>(dim));
+  auto scores = at::matmul(folded_q, k.transpose(-1, -2)) * scale;
+  scores = scores.masked_fill(folded_mask.logical_not(), -std::numeric_limits<double>::infinity());
+  const auto probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
+  out = at::matmul(probs, v);
+#endif
+  return out.reshape({batch, heads, queries, dim});
+}
+
+at::Tensor causal_mask(const at::Tensor& valid) {
+  const int64_t seq = valid.size(1);
+  const auto index = at::arange(seq, valid.options().dtype(at::kLong));
+  const auto causal = index.unsqueeze(1) >= index.unsqueeze(0);   // [seq, seq]: j <= i
+  const auto diagonal = index.unsqueeze(1) == index.unsqueeze(0);  // [seq, seq]: j == i
+  const auto key_ok = valid.to(at::kBool).unsqueeze(1).unsqueeze(2); // [batch, 1, 1, seq]
+  return causal.unsqueeze(0).unsqueeze(0).logical_and(key_ok.logical_or(diagonal));
+}
+
+at::Tensor cache_mask(const at::Tensor& positions, int64_t key_len) {
+  const auto keys = at::arange(key_len, positions.options().dtype(at::kLong));
+  // [batch, 1, seq, 1] >= [key_len]
+  return positions.to(at::kLong).unsqueeze(1).unsqueeze(-1) >= keys;
+}
+
+} // namespace kbrl::model

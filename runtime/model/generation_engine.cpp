@@ -1,0 +1,386 @@
+#include "runtime/model/generation_engine.hpp"
+
+#include "messages/errors.hpp"
+#include "runtime/model/attention.hpp"
+#include "runtime/model/lora_adapter.hpp"
+#include "runtime/model/sampling.hpp"
+#include "runtime/tokenizer/stream_decoder.hpp"
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+
+#include <algorithm>
+#include <chrono>
+
+namespace kbrl::model {
+
+/// A request that holds a slot.
+struct generation_engine::sequence {
+  uint64_t ticket = 0;
+  generation_request request;
+  generation_result result;
+  double submitted = 0;
+  std::vector<int32_t> stop_ids;               ///< sorted
+  std::optional<at::Generator> generator;      ///< unset for greedy requests
+  std::optional<tok::stream_decoder> decoder;  ///< with a tokenizer
+  std::size_t longest_stop = 0;                ///< bytes of the longest stop string
+  int64_t length = 0;       ///< positions of the slot holding this sequence's tokens
+  int32_t next_token = 0;   ///< sampled last, not yet in the cache
+  int64_t limit = 0;        ///< completion tokens allowed
+  bool done = false;
+};
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+int64_t round_up(int64_t x, int64_t block) { return (x + block - 1) / block * block; }
+
+sampling_row row_of(const sampling_params& p, std::optional<at::Generator>& gen) {
+  return {p.temperature, p.top_p, p.top_k, gen ? &*gen : nullptr};
+}
+
+} // namespace
+
+generation_engine::generation_engine(generation_engine&&) noexcept = default;
+generation_engine& generation_engine::operator=(generation_engine&&) noexcept = default;
+generation_engine::~generation_engine() = default;
+
+caf::expected<generation_engine> generation_engine::create(transformer& model,
+                                                           std::optional<tok::tokenizer> tokenizer,
+                                                           generation_engine_options options) {
+  std::vector<std::string> problems;
+  if (options.slots <= 0)
+    problems.push_back("slots: expected an integer > 0, got " + std::to_string(options.slots));
+  if (options.max_sequence_length <= 1)
+    problems.push_back("max_sequence_length: expected an integer > 1, got "
+                       + std::to_string(options.max_sequence_length));
+  if (options.key_block <= 0)
+    problems.push_back("key_block: expected an integer > 0, got "
+                       + std::to_string(options.key_block));
+  if (!problems.empty()) {
+    std::string text = "generation engine options:";
+    for (const auto& p : problems)
+      text += " " + p + ";";
+    text.pop_back();
+    return make_error(errc::invalid_argument, text);
+  }
+  generation_engine e;
+  e.model_ = &model;
+  e.tokenizer_ = std::move(tokenizer);
+  e.options_ = std::move(options);
+  try {
+    c10::InferenceMode guard;
+    e.cache_ = std::make_unique<kv_cache>(
+      model.config(), e.options_.slots, e.options_.max_sequence_length,
+      at::TensorOptions().device(model.options().device).dtype(model.options().dtype));
+  } catch (const c10::Error& err) {
+    return make_error(errc::internal, "cannot allocate the kv cache of "
+                                        + std::to_string(e.options_.slots) + " slots x "
+                                        + std::to_string(e.options_.max_sequence_length)
+                                        + " positions: " + err.what_without_backtrace());
+  }
+  e.slots_.resize(e.options_.slots);
+  return e;
+}
+
+double generation_engine::now() const {
+  static const auto epoch = std::chrono::steady_clock::now();
+  return seconds_since(epoch);
+}
+
+uint64_t generation_engine::submit(generation_request request) {
+  const uint64_t ticket = next_ticket_++;
+  queue_.push_back({ticket, std::move(request), now()});
+  return ticket;
+}
+
+bool generation_engine::cancel(uint64_t ticket) {
+  for (auto it = queue_.begin(); it != queue_.end(); ++it)
+    if (it->ticket == ticket) {
+      generation_result r;
+      r.id = it->request.id;
+      r.finish = finish_reason::cancelled;
+      r.policy_version = policy_version_;
+      r.sampler = options_.name;
+      r.seconds = now() - it->submitted;
+      queue_.erase(it);
+      deliver(ticket, std::move(r));
+      return true;
+    }
+  for (auto& s : slots_)
+    if (s && s->ticket == ticket) {
+      finish(*s, finish_reason::cancelled);
+      s.reset();
+      return true;
+    }
+  return false;
+}
+
+bool generation_engine::idle() const { return queue_.empty() && running() == 0; }
+
+std::size_t generation_engine::running() const {
+  return static_cast<std::size_t>(
+    std::count_if(slots_.begin(), slots_.end(), [](const auto& s) { return s != nullptr; }));
+}
+
+void generation_engine::on_result(std::function<void(generation_result)> callback) {
+  callback_ = std::move(callback);
+}
+
+std::vector<generation_result> generation_engine::take_results() {
+  return std::exchange(results_, {});
+}
+
+void generation_engine::deliver(uint64_t ticket, generation_result result) {
+  ++stats_.requests_finished;
+  for (auto& [t, target] : collect_)
+    if (t == ticket) {
+      *target = std::move(result);
+      return;
+    }
+  if (callback_)
+    callback_(std::move(result));
+  else
+    results_.push_back(std::move(result));
+}
+
+caf::expected<void> generation_engine::set_adapter(const lora_adapter* adapter,
+                                                   uint64_t policy_version) {
+  if (adapter == nullptr) {
+    model_->clear_lora();
+  } else if (auto ok = attach_lora_adapter(*model_, *adapter); !ok) {
+    return ok.error();
+  }
+  policy_version_ = policy_version;
+  return {};
+}
+
+std::size_t generation_engine::step() {
+  c10::InferenceMode guard;
+  const auto before = stats_.generated_tokens;
+  admit();
+  decode();
+  return static_cast<std::size_t>(stats_.generated_tokens - before);
+}
+
+void generation_engine::run_until_idle() {
+  while (!idle())
+    step();
+}
+
+std::vector<generation_result> generation_engine::generate(
+  std::vector<generation_request> requests) {
+  std::vector<generation_result> out(requests.size());
+  std::vector<uint64_t> tickets;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    tickets.push_back(submit(std::move(requests[i])));
+    collect_.emplace_back(tickets.back(), &out[i]);
+  }
+  run_until_idle();
+  collect_.erase(std::remove_if(collect_.begin(), collect_.end(),
+                                [&](const auto& c) {
+                                  return std::find(tickets.begin(), tickets.end(), c.first)
+                                         != tickets.end();
+                                }),
+                 collect_.end());
+  return out;
+}
+
+// ---- admission -----------------------------------------------------------------------------------
+
+void generation_engine::admit() {
+  for (int64_t slot = 0; slot < options_.slots; ++slot)
+    while (!slots_[slot] && !queue_.empty()) {
+      auto w = std::move(queue_.front());
+      queue_.pop_front();
+      start(std::move(w), slot);
+    }
+}
+
+bool generation_engine::start(waiting_request&& w, int64_t slot) {
+  auto s = std::make_unique<sequence>();
+  s->ticket = w.ticket;
+  s->submitted = w.submitted;
+  s->request = std::move(w.request);
+  auto& req = s->request;
+  auto& res = s->result;
+  res.id = req.id;
+  res.policy_version = policy_version_;
+  res.sampler = options_.name;
+
+  // The checks of the request: each failure ends it here.
+  const auto& p = req.params;
+  std::string error;
+  const bool has_text = !req.prompt_text.empty(), has_tokens = !req.prompt_tokens.empty();
+  if (has_text == has_tokens)
+    error = has_text ? "the request has both prompt_text and prompt_tokens; expected one"
+                     : "the request has no prompt (prompt_text or prompt_tokens)";
+  else if (has_text && !tokenizer_)
+    error = "prompt_text needs a tokenizer, and this engine has none";
+  else if (!p.stop_strings.empty() && !tokenizer_)
+    error = "stop strings need a tokenizer, and this engine has none";
+  else if (auto ok = check_sampling_params(p); !ok)
+    error = describe(ok.error());
+  if (error.empty() && has_text)
+    req.prompt_tokens = tokenizer_->encode(req.prompt_text, /*add_special_tokens=*/false);
+  const auto& prompt = req.prompt_tokens;
+  const int64_t prompt_len = static_cast<int64_t>(prompt.size());
+  const int64_t vocab = model_->config().vocab_size;
+  if (error.empty()) {
+    for (std::size_t i = 0; i < prompt.size(); ++i)
+      if (prompt[i] < 0 || prompt[i] >= vocab) {
+        error = "prompt token " + std::to_string(i) + " is " + std::to_string(prompt[i])
+                + ", outside the vocabulary [0, " + std::to_string(vocab) + ")";
+        break;
+      }
+  }
+  if (error.empty() && prompt_len >= options_.max_sequence_length)
+    error = "the prompt of " + std::to_string(prompt_len) + " tokens leaves no room in a cache "
+            "slot of " + std::to_string(options_.max_sequence_length) + " positions";
+  res.prompt_token_count = static_cast<int32_t>(prompt_len);
+  if (!error.empty()) {
+    finish(*s, finish_reason::error, error);
+    return false;
+  }
+
+  s->stop_ids = p.stop_token_ids;
+  for (auto id : model_->eos_token_ids())
+    s->stop_ids.push_back(static_cast<int32_t>(id));
+  std::sort(s->stop_ids.begin(), s->stop_ids.end());
+  for (const auto& stop : p.stop_strings)
+    s->longest_stop = std::max(s->longest_stop, stop.size());
+  if (tokenizer_)
+    s->decoder.emplace(*tokenizer_, /*skip_special=*/true);
+  s->limit = std::min<int64_t>(p.max_new_tokens, options_.max_sequence_length - prompt_len);
+
+  // Prefill: the prompt into the slot, then the first token from its last position.
+  const auto start_time = std::chrono::steady_clock::now();
+  try {
+    const auto device = model_->options().device;
+    if (p.temperature > 0)
+      s->generator = make_generator(p.seed, device);
+    const auto ids =
+      at::tensor(std::vector<int64_t>(prompt.begin(), prompt.end()), at::kLong).view({1, -1})
+        .to(device);
+    const auto positions = at::arange(prompt_len, at::TensorOptions(at::kLong).device(device))
+                             .view({1, -1});
+    const auto hidden = model_->forward(ids, positions, cache_mask(positions, prompt_len),
+                                        {cache_.get(), slot, prompt_len});
+    const auto logits = model_->logits(hidden.select(1, prompt_len - 1)); // [1, vocab]
+    const auto drawn = sample_tokens(logits, {row_of(p, s->generator)});
+    stats_.prompt_tokens += prompt_len;
+    stats_.prefill_seconds += seconds_since(start_time);
+    s->length = prompt_len;
+    if (append(*s, drawn.ids[0], drawn.logprobs[0]))
+      return false;
+  } catch (const c10::Error& err) {
+    finish(*s, finish_reason::error,
+           std::string("prefill failed: ") + err.what_without_backtrace());
+    return false;
+  }
+  slots_[slot] = std::move(s);
+  return true;
+}
+
+// ---- decoding ------------------------------------------------------------------------------------
+
+void generation_engine::decode() {
+  const int64_t n = options_.slots;
+  std::vector<int64_t> ids(n, 0), positions(n, 0), active;
+  int64_t longest = 0;
+  for (int64_t i = 0; i < n; ++i)
+    if (slots_[i]) {
+      ids[i] = slots_[i]->next_token;
+      positions[i] = slots_[i]->length;
+      longest = std::max(longest, slots_[i]->length + 1);
+      active.push_back(i);
+    }
+  if (active.empty())
+    return;
+  const auto start_time = std::chrono::steady_clock::now();
+  try {
+    const auto device = model_->options().device;
+    const int64_t key_len = std::min(round_up(longest, options_.key_block),
+                                     options_.max_sequence_length);
+    const auto ids_t = at::tensor(ids, at::kLong).view({n, 1}).to(device);
+    const auto pos_t = at::tensor(positions, at::kLong).view({n, 1}).to(device);
+    const auto hidden = model_->forward(ids_t, pos_t, cache_mask(pos_t, key_len),
+                                        {cache_.get(), 0, key_len});
+    auto logits = model_->logits(hidden.squeeze(1)); // [slots, vocab]
+    std::vector<sampling_row> rows;
+    for (auto i : active)
+      rows.push_back(row_of(slots_[i]->request.params, slots_[i]->generator));
+    if (static_cast<int64_t>(active.size()) < n)
+      logits = logits.index_select(0, at::tensor(active, at::kLong).to(device));
+    const auto drawn = sample_tokens(logits, rows);
+    ++stats_.decode_steps;
+    stats_.decode_seconds += seconds_since(start_time);
+    for (std::size_t j = 0; j < active.size(); ++j) {
+      auto& s = slots_[active[j]];
+      s->length += 1; // next_token is in the cache now
+      if (append(*s, drawn.ids[j], drawn.logprobs[j]))
+        s.reset();
+    }
+  } catch (const c10::Error& err) {
+    fail_running(std::string("decode step failed: ") + err.what_without_backtrace());
+  }
+}
+
+bool generation_engine::append(sequence& s, int32_t token, float logprob) {
+  ++stats_.generated_tokens;
+  auto& res = s.result;
+  res.completion_tokens.push_back(token);
+  res.logprobs.push_back(logprob);
+  s.next_token = token;
+  if (std::binary_search(s.stop_ids.begin(), s.stop_ids.end(), token)) {
+    finish(s, finish_reason::stop_token);
+    return true;
+  }
+  if (s.decoder) {
+    auto& text = res.completion_text;
+    const std::size_t old_size = text.size();
+    text += s.decoder->push(token);
+    if (s.longest_stop > 0 && text.size() > old_size) {
+      // Only a match that ends in the new text is new: start where such a match could begin.
+      const std::size_t from = old_size >= s.longest_stop ? old_size - s.longest_stop + 1 : 0;
+      std::size_t cut = std::string::npos;
+      for (const auto& stop : s.request.params.stop_strings)
+        cut = std::min(cut, text.find(stop, from));
+      if (cut != std::string::npos) {
+        text.resize(cut);
+        finish(s, finish_reason::stop_string);
+        return true;
+      }
+    }
+  }
+  if (static_cast<int64_t>(res.completion_tokens.size()) >= s.limit) {
+    finish(s, finish_reason::length);
+    return true;
+  }
+  return false;
+}
+
+void generation_engine::finish(sequence& s, finish_reason why, std::string error) {
+  if (s.done)
+    return;
+  s.done = true;
+  if (s.decoder && why != finish_reason::stop_string)
+    s.result.completion_text += s.decoder->finish();
+  s.result.finish = why;
+  s.result.error = std::move(error);
+  s.result.seconds = now() - s.submitted;
+  deliver(s.ticket, std::move(s.result));
+}
+
+void generation_engine::fail_running(const std::string& why) {
+  for (auto& s : slots_)
+    if (s) {
+      finish(*s, finish_reason::error, why);
+      s.reset();
+    }
+}
+
+} // namespace kbrl::model

@@ -1,0 +1,180 @@
+#pragma once
+// Continuous-batching generation: a fixed number of slots, each holding one sequence in a
+// preallocated kv_cache; requests wait in a queue until a slot is free.
+//
+// One step():
+//   1. admit   while a slot is free and a request waits: check the request, prefill its prompt
+//              into the slot (one forward over the prompt) and sample its first token from the
+//              prompt's last logits. A request that ends right there frees the slot again for
+//              the next one.
+//   2. decode  one forward over all slots at once ([slots, 1] tokens: the decode step always has
+//              the same shapes, so it can later be captured in a CUDA graph), feeding each
+//              active slot the token it sampled last; then one token is sampled for every
+//              active slot. Free slots ride along on a dummy token at position 0, whose result
+//              is ignored.
+//   3. finish  a sequence ends on a stop token (its sampling_params.stop_token_ids plus the
+//              model's end-of-sequence ids), a stop string in its decoded text, max_new_tokens,
+//              or a full cache slot; its generation_result goes to the callback (on_result) or
+//              to the queue that take_results() empties, and its slot is refilled at the next
+//              step's admission rather than when the whole batch is done.
+//
+// A request's life:   submitted -> waiting -> (admitted: prefill) -> decoding -> finished
+//                          \-----------\---------- cancel() ---------------------/
+// Invalid requests (no prompt or both kinds, token ids outside the vocabulary, parameters out of
+// range, stop strings without a tokenizer, a prompt that does not fit the cache) finish at
+// admission with finish_reason::error and the reason in generation_result::error. A failure of
+// the computation itself (a c10::Error, e.g. out of memory) ends every sequence it touched with
+// finish_reason::error; the engine stays usable.
+//
+// What a result holds:
+//   completion_tokens  every sampled token, including a final stop token and the tokens that
+//                      completed a stop string (the learner trains on what was sampled)
+//   logprobs           per completion token, as sampling.hpp states: log-softmax of
+//                      logits / temperature before top-k/top-p (temperature 1 when greedy)
+//   completion_text    the tokens decoded with special tokens left out (stream_decoder with
+//                      skip_special), without a final stop token's text and cut just before the
+//                      first occurrence of a stop string; empty without a tokenizer
+//   policy_version     the version (set_adapter) in force when the request was admitted
+//
+// Reproducibility: each request samples with its own generator seeded with params.seed, so its
+// tokens do not depend on which requests share the batch (up to the float rounding of batched
+// matrix products, which can only matter where two tokens are within rounding of each other).
+//
+// The engine is not thread-safe: one owner (the sampler actor) drives it. It changes the
+// model's LoRA factors through set_adapter(); the model must outlive the engine.
+
+#include "messages/data.hpp"
+#include "runtime/model/kv_cache.hpp"
+#include "runtime/model/transformer.hpp"
+#include "runtime/tokenizer/tokenizer.hpp"
+
+#include <caf/expected.hpp>
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kbrl::model {
+
+struct lora_adapter;
+
+/// How an engine is sized.
+struct generation_engine_options {
+  /// Sequences decoded together (the batch of the decode step); > 0. Default 8.
+  int64_t slots = 8;
+  /// Positions per slot in the kv cache: prompt plus completion tokens of one sequence; > 1.
+  /// Default 2048. Cache memory is slots * max_sequence_length * layers * 2 * kv_heads *
+  /// head_dim * bytes of the run dtype.
+  int64_t max_sequence_length = 2048;
+  /// The decode step attends to cached positions [0, n) with n the longest active sequence
+  /// rounded up to a multiple of this; > 0. Few distinct n keep the number of CUDA graphs small;
+  /// a small value wastes less work on short sequences. Default 64.
+  int64_t key_block = 64;
+  /// The name written into generation_result::sampler. Default "engine".
+  std::string name = "engine";
+};
+
+/// Counters since the engine was created.
+struct generation_stats {
+  uint64_t requests_finished = 0;
+  uint64_t prompt_tokens = 0;     ///< tokens prefilled
+  uint64_t generated_tokens = 0;  ///< tokens sampled (prefill's first tokens included)
+  uint64_t decode_steps = 0;      ///< batched decode forwards
+  double prefill_seconds = 0;     ///< in prefill forwards and their sampling
+  double decode_seconds = 0;      ///< in decode forwards and their sampling
+};
+
+/// A continuous-batching generator over one model (see above).
+class generation_engine {
+public:
+  /// An engine for `model` with a kv cache of `options.slots` x `options.max_sequence_length`
+  /// on the model's device. The tokenizer is needed for prompt_text, stop strings and
+  /// completion_text. Fails with errc::invalid_argument for options out of range and with
+  /// errc::internal if the cache cannot be allocated (the text says why).
+  static caf::expected<generation_engine> create(transformer& model,
+                                                 std::optional<tok::tokenizer> tokenizer,
+                                                 generation_engine_options options = {});
+
+  generation_engine(generation_engine&&) noexcept;
+  generation_engine& operator=(generation_engine&&) noexcept;
+  ~generation_engine();
+
+  /// Queues `request`; returns the ticket that cancel() takes (results carry request.id).
+  uint64_t submit(generation_request request);
+
+  /// Ends a waiting or running request with finish_reason::cancelled (what it generated so far
+  /// is kept). False if no such ticket is waiting or running.
+  bool cancel(uint64_t ticket);
+
+  /// Admits waiting requests into free slots and decodes one token for every active slot.
+  /// Returns the number of tokens sampled (0 when idle).
+  std::size_t step();
+
+  /// Steps until no request waits or runs.
+  void run_until_idle();
+
+  /// True when no request waits or runs.
+  bool idle() const;
+  std::size_t waiting() const { return queue_.size(); }
+  std::size_t running() const;
+
+  /// Delivers each finished result to `callback` from now on, instead of the result queue.
+  void on_result(std::function<void(generation_result)> callback);
+
+  /// The finished results not yet taken (only those finished while no callback was set).
+  std::vector<generation_result> take_results();
+
+  /// Runs `requests` to completion (with whatever else is queued) and returns their results in
+  /// the order of `requests`; they bypass the callback and the result queue.
+  std::vector<generation_result> generate(std::vector<generation_request> requests);
+
+  /// Uses `adapter` (nullptr: the base model) for every forward from now on, and reports
+  /// `policy_version` in the results of requests admitted from now on. Sequences already
+  /// running continue with the new weights. Fails, leaving the model as it was, if the adapter
+  /// does not fit the model (attach_lora_adapter).
+  caf::expected<void> set_adapter(const lora_adapter* adapter, uint64_t policy_version);
+
+  uint64_t policy_version() const { return policy_version_; }
+  const generation_stats& stats() const { return stats_; }
+  const generation_engine_options& options() const { return options_; }
+  const kv_cache& cache() const { return *cache_; }
+
+private:
+  struct sequence;
+  struct waiting_request {
+    uint64_t ticket;
+    generation_request request;
+    double submitted; ///< seconds on the engine's clock
+  };
+
+  generation_engine() = default;
+  void admit();
+  bool start(waiting_request&& w, int64_t slot);
+  void decode();
+  /// Adds a sampled token; true if the sequence ended with it.
+  bool append(sequence& s, int32_t token, float logprob);
+  void finish(sequence& s, finish_reason why, std::string error = {});
+  void deliver(uint64_t ticket, generation_result result);
+  void fail_running(const std::string& why);
+  double now() const;
+
+  transformer* model_ = nullptr;
+  std::optional<tok::tokenizer> tokenizer_;
+  generation_engine_options options_;
+  std::unique_ptr<kv_cache> cache_;
+  std::deque<waiting_request> queue_;
+  std::vector<std::unique_ptr<sequence>> slots_; ///< nullptr: free
+  std::function<void(generation_result)> callback_;
+  std::vector<generation_result> results_;
+  /// Tickets whose results generate() collects, with where they go.
+  std::vector<std::pair<uint64_t, generation_result*>> collect_;
+  uint64_t next_ticket_ = 1;
+  uint64_t policy_version_ = 0;
+  generation_stats stats_;
+};
+
+} // namespace kbrl::model

@@ -1,0 +1,318 @@
+#include "runtime/model/transformer.hpp"
+
+#include "messages/errors.hpp"
+#include "runtime/model/attention.hpp"
+#include "runtime/model/model_files.hpp"
+#include "runtime/model/safetensors_checkpoint.hpp"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cctype>
+
+namespace kbrl::model {
+
+namespace {
+
+bool supported_run_dtype(at::ScalarType t) {
+  return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf;
+}
+
+/// Reads the tensors of one checkpoint, converted to the run dtype and device. The checkpoint
+/// was checked against the config before, so a missing tensor here is a bug.
+class weight_reader {
+public:
+  weight_reader(const safetensors_checkpoint& checkpoint, const transformer_options& options)
+    : checkpoint_(checkpoint), options_(options) {}
+
+  caf::error error;
+
+  at::Tensor get(const std::string& name) {
+    auto t = checkpoint_.tensor(name, tensor_access::view);
+    if (!t) {
+      if (!error)
+        error = t.error();
+      return {};
+    }
+    return t->to(options_.device, options_.dtype);
+  }
+
+  at::Tensor get_if(bool present, const std::string& name) {
+    return present ? get(name) : at::Tensor{};
+  }
+
+  /// The linear layer `module` ("model.layers.0.mlp.up_proj"): its weight, and its bias if it has
+  /// one.
+  linear_layer linear(const std::string& module, bool has_bias) {
+    linear_layer l;
+    l.weight = get(module + ".weight");
+    l.bias = get_if(has_bias, module + ".bias");
+    return l;
+  }
+
+private:
+  const safetensors_checkpoint& checkpoint_;
+  const transformer_options& options_;
+};
+
+int64_t bytes_of(const at::Tensor& t) {
+  return t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : 0;
+}
+
+int64_t bytes_of(const linear_layer& l) { return bytes_of(l.weight) + bytes_of(l.bias); }
+
+} // namespace
+
+// ---- building blocks -----------------------------------------------------------------------------
+
+at::Tensor linear_layer::forward(const at::Tensor& x) const {
+  auto y = at::linear(x, weight, bias);
+  if (lora.defined()) {
+    const auto delta = at::linear(at::linear(x.to(lora.a.scalar_type()), lora.a), lora.b);
+    y = y + (delta * lora.scaling).to(y.scalar_type());
+  }
+  return y;
+}
+
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  const auto wide = x.to(at::kFloat);
+  const auto normed = wide * at::rsqrt(wide.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return weight * normed.to(x.scalar_type());
+}
+
+const std::vector<std::string>& lora_module_names() {
+  static const std::vector<std::string> names{"q_proj",    "k_proj",  "v_proj",   "o_proj",
+                                              "gate_proj", "up_proj", "down_proj"};
+  return names;
+}
+
+// ---- loading -------------------------------------------------------------------------------------
+
+caf::expected<transformer> transformer::load(const std::filesystem::path& dir,
+                                             const transformer_options& options) {
+  auto files = find_model_files(dir);
+  if (!files)
+    return files.error();
+  auto config = load_model_config(files->config);
+  if (!config)
+    return config.error();
+  std::vector<int64_t> eos = config->eos_token_ids;
+  if (files->generation_config) {
+    auto generation = load_generation_config(*files->generation_config);
+    if (!generation)
+      return generation.error();
+    eos.insert(eos.end(), generation->eos_token_ids.begin(), generation->eos_token_ids.end());
+  }
+  auto checkpoint = safetensors_checkpoint::open_dir(dir);
+  if (!checkpoint)
+    return checkpoint.error();
+  return from_checkpoint(*config, *checkpoint, std::move(eos), options);
+}
+
+caf::expected<transformer> transformer::from_checkpoint(const model_config& config,
+                                                        const safetensors_checkpoint& checkpoint,
+                                                        std::vector<int64_t> eos_token_ids,
+                                                        const transformer_options& options) {
+  if (!supported_run_dtype(options.dtype))
+    return make_error(errc::invalid_argument,
+                      std::string("the model runs in float32, bfloat16 or float16, not ")
+                        + c10::toString(options.dtype));
+  if (auto ok = check_weights(config, checkpoint); !ok)
+    return ok.error();
+
+  transformer m;
+  m.config_ = config;
+  m.options_ = options;
+  std::sort(eos_token_ids.begin(), eos_token_ids.end());
+  eos_token_ids.erase(std::unique(eos_token_ids.begin(), eos_token_ids.end()),
+                      eos_token_ids.end());
+  m.eos_token_ids_ = std::move(eos_token_ids);
+
+  weight_reader r(checkpoint, options);
+  m.embed_tokens_ = r.get("model.embed_tokens.weight");
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
+    const std::string layer = "model.layers." + std::to_string(i) + ".";
+    const std::string attn = layer + "self_attn.";
+    const std::string mlp = layer + "mlp.";
+    decoder_layer d;
+    d.input_layernorm = r.get(layer + "input_layernorm.weight");
+    auto& a = d.self_attn;
+    a.q_proj = r.linear(attn + "q_proj", config.qkv_bias());
+    a.k_proj = r.linear(attn + "k_proj", config.qkv_bias());
+    a.v_proj = r.linear(attn + "v_proj", config.qkv_bias());
+    a.o_proj = r.linear(attn + "o_proj", config.o_proj_bias());
+    a.q_norm = r.get_if(config.qk_norm(), attn + "q_norm.weight");
+    a.k_norm = r.get_if(config.qk_norm(), attn + "k_norm.weight");
+    d.post_attention_layernorm = r.get(layer + "post_attention_layernorm.weight");
+    d.mlp.gate_proj = r.linear(mlp + "gate_proj", config.mlp_bias);
+    d.mlp.up_proj = r.linear(mlp + "up_proj", config.mlp_bias);
+    d.mlp.down_proj = r.linear(mlp + "down_proj", config.mlp_bias);
+    m.layers_.push_back(std::move(d));
+  }
+  m.norm_ = r.get("model.norm.weight");
+  m.lm_head_ = config.tie_word_embeddings ? m.embed_tokens_ : r.get("lm_head.weight");
+  if (r.error)
+    return r.error;
+  m.inv_freq_ = kbrl::model::rope_inverse_frequencies(config).to(options.device);
+  return m;
+}
+
+// ---- forward -------------------------------------------------------------------------------------
+
+at::Tensor transformer::embed(const at::Tensor& ids) const {
+  return at::embedding(embed_tokens_, ids);
+}
+
+rotary_embedding transformer::rotary(const at::Tensor& positions) const {
+  return make_rotary_embedding(inv_freq_, positions, options_.dtype);
+}
+
+at::Tensor transformer::run_layer(int64_t index, const at::Tensor& hidden,
+                                  const rotary_embedding& rotary, const at::Tensor& positions,
+                                  const at::Tensor& mask, const cache_span& cache) const {
+  const auto& layer = layers_.at(index);
+  const auto& attn = layer.self_attn;
+  const int64_t batch = hidden.size(0), seq = hidden.size(1);
+  const int64_t heads = config_.num_attention_heads, kv_heads = config_.num_key_value_heads;
+  const int64_t dim = config_.head_dim;
+  const double eps = config_.rms_norm_eps;
+
+  const auto x = rms_norm(hidden, layer.input_layernorm, eps);
+  auto q = attn.q_proj.forward(x).view({batch, seq, heads, dim});
+  auto k = attn.k_proj.forward(x).view({batch, seq, kv_heads, dim});
+  auto v = attn.v_proj.forward(x).view({batch, seq, kv_heads, dim});
+  if (attn.q_norm.defined()) {
+    q = rms_norm(q, attn.q_norm, eps);
+    k = rms_norm(k, attn.k_norm, eps);
+  }
+  q = apply_rotary(q.transpose(1, 2), rotary); // [batch, heads, seq, dim]
+  k = apply_rotary(k.transpose(1, 2), rotary); // [batch, kv_heads, seq, dim]
+  v = v.transpose(1, 2);
+
+  at::Tensor keys = k, values = v;
+  if (cache.cache != nullptr) {
+    using at::indexing::Slice;
+    auto cached_k = cache.cache->keys(index).narrow(0, cache.first_slot, batch);
+    auto cached_v = cache.cache->values(index).narrow(0, cache.first_slot, batch);
+    // Row b's token s goes to [b, :, positions[b, s], :]; the indexed dimensions come first in
+    // the value's shape: [batch, seq, kv_heads, dim].
+    const auto rows = at::arange(batch, positions.options().dtype(at::kLong)).unsqueeze(1);
+    const auto where = positions.to(at::kLong);
+    cached_k.index_put_({rows, Slice(), where}, k.transpose(1, 2));
+    cached_v.index_put_({rows, Slice(), where}, v.transpose(1, 2));
+    keys = cached_k.narrow(2, 0, cache.key_len);
+    values = cached_v.narrow(2, 0, cache.key_len);
+  }
+  const auto out = grouped_attention(q, keys, values, mask) // [batch, heads, seq, dim]
+                     .transpose(1, 2)
+                     .reshape({batch, seq, heads * dim});
+  auto h = hidden + attn.o_proj.forward(out);
+
+  const auto y = rms_norm(h, layer.post_attention_layernorm, eps);
+  const auto& mlp = layer.mlp;
+  return h + mlp.down_proj.forward(at::silu(mlp.gate_proj.forward(y)) * mlp.up_proj.forward(y));
+}
+
+at::Tensor transformer::final_norm(const at::Tensor& hidden) const {
+  return rms_norm(hidden, norm_, config_.rms_norm_eps);
+}
+
+at::Tensor transformer::forward(const at::Tensor& ids, const at::Tensor& positions,
+                                const at::Tensor& mask, const cache_span& cache) const {
+  TORCH_CHECK(ids.dim() == 2, "transformer::forward: ids must be [batch, seq], got ", ids.sizes());
+  TORCH_CHECK(positions.sizes() == ids.sizes(), "transformer::forward: positions ",
+              positions.sizes(), " do not match ids ", ids.sizes());
+  if (cache.cache != nullptr) {
+    TORCH_CHECK(cache.first_slot >= 0 && cache.first_slot + ids.size(0) <= cache.cache->slots(),
+                "transformer::forward: slots [", cache.first_slot, ", ",
+                cache.first_slot + ids.size(0), ") outside the cache's ", cache.cache->slots());
+    TORCH_CHECK(cache.key_len > 0 && cache.key_len <= cache.cache->max_len(),
+                "transformer::forward: key_len ", cache.key_len, " outside [1, ",
+                cache.cache->max_len(), "]");
+  }
+  auto h = embed(ids);
+  const auto rot = rotary(positions);
+  for (int64_t i = 0; i < static_cast<int64_t>(layers_.size()); ++i)
+    h = run_layer(i, h, rot, positions, mask, cache);
+  return final_norm(h);
+}
+
+at::Tensor transformer::logits(const at::Tensor& hidden) const {
+  return at::linear(hidden, lm_head_).to(at::kFloat);
+}
+
+// ---- LoRA targets --------------------------------------------------------------------------------
+
+const linear_layer* transformer::find_linear(const std::string& module) const {
+  // "model.layers.<n>.self_attn.<q|k|v|o>_proj" or "model.layers.<n>.mlp.<gate|up|down>_proj"
+  const std::string prefix = "model.layers.";
+  if (module.compare(0, prefix.size(), prefix) != 0)
+    return nullptr;
+  std::size_t pos = prefix.size(), end = pos;
+  while (end < module.size() && std::isdigit(static_cast<unsigned char>(module[end])))
+    ++end;
+  if (end == pos || end - pos > 9 || end >= module.size() || module[end] != '.'
+      || (module[pos] == '0' && end - pos > 1))
+    return nullptr;
+  const int64_t index = std::stoll(module.substr(pos, end - pos));
+  if (index >= static_cast<int64_t>(layers_.size()))
+    return nullptr;
+  const auto rest = module.substr(end + 1);
+  const auto& l = layers_[index];
+  if (rest == "self_attn.q_proj") return &l.self_attn.q_proj;
+  if (rest == "self_attn.k_proj") return &l.self_attn.k_proj;
+  if (rest == "self_attn.v_proj") return &l.self_attn.v_proj;
+  if (rest == "self_attn.o_proj") return &l.self_attn.o_proj;
+  if (rest == "mlp.gate_proj") return &l.mlp.gate_proj;
+  if (rest == "mlp.up_proj") return &l.mlp.up_proj;
+  if (rest == "mlp.down_proj") return &l.mlp.down_proj;
+  return nullptr;
+}
+
+linear_layer* transformer::find_linear(const std::string& module) {
+  return const_cast<linear_layer*>(static_cast<const transformer*>(this)->find_linear(module));
+}
+
+std::vector<std::pair<std::string, linear_layer*>> transformer::linear_layers() {
+  std::vector<std::pair<std::string, linear_layer*>> out;
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    const std::string layer = "model.layers." + std::to_string(i) + ".";
+    auto& l = layers_[i];
+    out.emplace_back(layer + "self_attn.q_proj", &l.self_attn.q_proj);
+    out.emplace_back(layer + "self_attn.k_proj", &l.self_attn.k_proj);
+    out.emplace_back(layer + "self_attn.v_proj", &l.self_attn.v_proj);
+    out.emplace_back(layer + "self_attn.o_proj", &l.self_attn.o_proj);
+    out.emplace_back(layer + "mlp.gate_proj", &l.mlp.gate_proj);
+    out.emplace_back(layer + "mlp.up_proj", &l.mlp.up_proj);
+    out.emplace_back(layer + "mlp.down_proj", &l.mlp.down_proj);
+  }
+  return out;
+}
+
+void transformer::clear_lora() {
+  for (auto& [name, layer] : linear_layers())
+    layer->lora = {};
+}
+
+void transformer::set_rope_inverse_frequencies(const at::Tensor& inv_freq) {
+  TORCH_CHECK(inv_freq.dim() == 1 && inv_freq.size(0) == config_.head_dim / 2,
+              "set_rope_inverse_frequencies: expected [", config_.head_dim / 2, "], got ",
+              inv_freq.sizes());
+  inv_freq_ = inv_freq.to(options_.device, at::kFloat);
+}
+
+int64_t transformer::weight_bytes() const {
+  int64_t total = bytes_of(embed_tokens_) + bytes_of(norm_);
+  if (!config_.tie_word_embeddings)
+    total += bytes_of(lm_head_);
+  for (const auto& l : layers_) {
+    total += bytes_of(l.input_layernorm) + bytes_of(l.post_attention_layernorm);
+    total += bytes_of(l.self_attn.q_proj) + bytes_of(l.self_attn.k_proj)
+             + bytes_of(l.self_attn.v_proj) + bytes_of(l.self_attn.o_proj);
+    total += bytes_of(l.self_attn.q_norm) + bytes_of(l.self_attn.k_norm);
+    total += bytes_of(l.mlp.gate_proj) + bytes_of(l.mlp.up_proj) + bytes_of(l.mlp.down_proj);
+  }
+  return total;
+}
+
+} // namespace kbrl::model

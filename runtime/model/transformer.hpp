@@ -1,0 +1,183 @@
+#pragma once
+// The decoder-only transformer of Qwen2/Qwen2.5, Qwen3 and Llama 3, in libtorch's C++ API,
+// computing what transformers' Qwen2ForCausalLM / Qwen3ForCausalLM / LlamaForCausalLM compute:
+//
+//   h = embed_tokens[ids]
+//   per layer:  x = rms_norm(h, input_layernorm)
+//               q, k, v = q_proj(x), k_proj(x), v_proj(x)       (bias: qwen2 / attention_bias)
+//               q, k = rms_norm per head (q_norm, k_norm)        (qwen3 only)
+//               q, k = rope(q, positions), rope(k, positions)
+//               h = h + o_proj(attention(q, k, v, mask))        (grouped-query heads)
+//               x = rms_norm(h, post_attention_layernorm)
+//               h = h + down_proj(silu(gate_proj(x)) * up_proj(x))
+//   hidden = rms_norm(h, norm)
+//   logits = hidden @ lm_head^T                                  (lm_head = embed_tokens if tied)
+//
+// forward() stops at `hidden`; logits() is separate so that a learner can compute per-token
+// log-probabilities over chunks of the sequence instead of materialising [batch, seq, vocab].
+// The pieces of forward() (embed, rotary, run_layer, final_norm) are public for the same reason:
+// a learner can wrap run_layer() in gradient checkpointing.
+//
+// Every linear layer can carry a LoRA term added to its output (linear_layer::lora); adapters
+// are attached and detached without touching the base weights (lora_adapter.hpp). The base
+// weights are plain tensors without requires_grad, so autograd through forward() reaches only
+// LoRA factors that require grad.
+//
+// A transformer is not thread-safe while an adapter is attached or detached; forward() itself
+// only reads the weights (and writes the kv_cache it is given).
+
+#include "runtime/model/kv_cache.hpp"
+#include "runtime/model/model_config.hpp"
+#include "runtime/model/rotary.hpp"
+
+#include <ATen/core/Tensor.h>
+#include <caf/expected.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace kbrl::model {
+
+class safetensors_checkpoint;
+
+/// Where and in which precision the model runs.
+struct transformer_options {
+  /// Device of the weights and activations. Default: the CPU.
+  at::Device device = at::kCPU;
+  /// Run dtype of weights and activations: at::kFloat, at::kBFloat16 or at::kHalf. RMSNorm and
+  /// the attention softmax compute in float32 inside, as transformers does. Default float32.
+  at::ScalarType dtype = at::kFloat;
+};
+
+/// The LoRA term of one linear layer: y += scaling * (x A^T) B^T. Undefined tensors: no term.
+struct lora_factors {
+  at::Tensor a;        ///< [r, in_features]
+  at::Tensor b;        ///< [out_features, r]
+  double scaling = 0;  ///< lora_alpha / r, or lora_alpha / sqrt(r) with rsLoRA
+  bool defined() const { return a.defined() && b.defined(); }
+};
+
+/// y = x W^T + bias (+ the LoRA term). The LoRA term is computed in the dtype of its factors
+/// (the input is cast to it, the result cast back), as PEFT does, so float32 factors can train
+/// on bfloat16 base weights.
+struct linear_layer {
+  at::Tensor weight;  ///< [out_features, in_features]
+  at::Tensor bias;    ///< [out_features], or undefined
+  lora_factors lora;
+
+  at::Tensor forward(const at::Tensor& x) const;
+};
+
+/// self_attn of one layer.
+struct attention_block {
+  linear_layer q_proj, k_proj, v_proj, o_proj;
+  at::Tensor q_norm, k_norm; ///< [head_dim] (qwen3), else undefined
+};
+
+/// mlp of one layer.
+struct mlp_block {
+  linear_layer gate_proj, up_proj, down_proj;
+};
+
+/// One decoder layer.
+struct decoder_layer {
+  at::Tensor input_layernorm;          ///< [hidden_size]
+  attention_block self_attn;
+  at::Tensor post_attention_layernorm; ///< [hidden_size]
+  mlp_block mlp;
+};
+
+/// RMSNorm as transformers computes it: in float32, x * rsqrt(mean(x^2) + eps), cast back to
+/// x's dtype, then times `weight`.
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
+
+/// The names of the linear layers LoRA can target, as PEFT's target_modules spells them.
+const std::vector<std::string>& lora_module_names();
+
+/// A loaded model.
+class transformer {
+public:
+  /// Loads the model directory `dir` (config.json, generation_config.json if present, and the
+  /// safetensors weights): the weights are checked against the config (check_weights) and then
+  /// converted to `options`' dtype and device (a CPU float32 checkpoint loaded as float32 stays
+  /// a view of the mapped file). Fails with the errors of find_model_files(), the config
+  /// parsers and check_weights(), and with errc::invalid_argument for an unsupported dtype.
+  static caf::expected<transformer> load(const std::filesystem::path& dir,
+                                         const transformer_options& options = {});
+
+  /// A model from a parsed config and an opened checkpoint; `eos_token_ids` are the stop tokens
+  /// the model ends its turns with (config.json's and generation_config.json's).
+  static caf::expected<transformer> from_checkpoint(const model_config& config,
+                                                    const safetensors_checkpoint& checkpoint,
+                                                    std::vector<int64_t> eos_token_ids,
+                                                    const transformer_options& options = {});
+
+  const model_config& config() const { return config_; }
+  const transformer_options& options() const { return options_; }
+
+  /// The end-of-sequence tokens of config.json and generation_config.json, each once.
+  const std::vector<int64_t>& eos_token_ids() const { return eos_token_ids_; }
+
+  /// The hidden states after the final norm, [batch, seq, hidden_size] in the run dtype.
+  ///   ids        [batch, seq] token ids (integer), on the model's device
+  ///   positions  [batch, seq] RoPE positions (integer)
+  ///   mask       bool [batch, 1, seq, keys]: causal_mask() without a cache, cache_mask() with one
+  ///   cache      with a cache, the tokens' keys and values are stored there first and attention
+  ///              reads cached positions [0, key_len) (see cache_span); without, attention runs
+  ///              over the batch's own tokens (keys = seq).
+  at::Tensor forward(const at::Tensor& ids, const at::Tensor& positions, const at::Tensor& mask,
+                     const cache_span& cache = {}) const;
+
+  /// float32 logits of `hidden` ([..., hidden_size] -> [..., vocab_size]), computed in the run
+  /// dtype and then widened, as transformers does.
+  at::Tensor logits(const at::Tensor& hidden) const;
+
+  /// The pieces of forward(), in order.
+  at::Tensor embed(const at::Tensor& ids) const;
+  /// cos and sin of `positions` ([batch, seq]) in the run dtype.
+  rotary_embedding rotary(const at::Tensor& positions) const;
+  /// Layer `index` applied to `hidden` (the residual stream, [batch, seq, hidden_size]); the
+  /// other arguments are forward()'s, `rotary` made by rotary(positions).
+  at::Tensor run_layer(int64_t index, const at::Tensor& hidden, const rotary_embedding& rotary,
+                       const at::Tensor& positions, const at::Tensor& mask,
+                       const cache_span& cache = {}) const;
+  at::Tensor final_norm(const at::Tensor& hidden) const;
+
+  /// The layers, for reading and for attaching LoRA factors.
+  const std::vector<decoder_layer>& layers() const { return layers_; }
+
+  /// The linear layer `module` names in PEFT's spelling, "model.layers.3.self_attn.q_proj", or
+  /// nullptr if there is none (only the layers' projections are LoRA targets).
+  linear_layer* find_linear(const std::string& module);
+  const linear_layer* find_linear(const std::string& module) const;
+
+  /// Every LoRA-capable linear layer with its module name, in network order.
+  std::vector<std::pair<std::string, linear_layer*>> linear_layers();
+
+  /// Removes every LoRA term (the base model again).
+  void clear_lora();
+
+  /// The RoPE inverse frequencies in use (float32 [head_dim / 2] on the device).
+  const at::Tensor& rope_inverse_frequencies() const { return inv_freq_; }
+
+  /// Replaces the RoPE inverse frequencies (float32 [head_dim / 2], moved to the device), to
+  /// reproduce a reference computed with other ones. Precondition (TORCH_CHECK): that shape.
+  void set_rope_inverse_frequencies(const at::Tensor& inv_freq);
+
+  /// Bytes held by the weights on the device (a tied lm_head counted once).
+  int64_t weight_bytes() const;
+
+private:
+  model_config config_;
+  transformer_options options_;
+  std::vector<int64_t> eos_token_ids_;
+  at::Tensor embed_tokens_;
+  std::vector<decoder_layer> layers_;
+  at::Tensor norm_;
+  at::Tensor lm_head_;   ///< shares embed_tokens_ when tied
+  at::Tensor inv_freq_;  ///< RoPE inverse frequencies, float32 on the device
+};
+
+} // namespace kbrl::model

@@ -569,4 +569,35 @@ BOOST_AUTO_TEST_CASE(throughput_on_the_cpu) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(measure_a_small_model, *boost::unit_test::disabled()) {
+  // A measurement, disabled by default (--run_test=generation/measure_a_small_model): a model of
+  // 8 layers, hidden 512, vocabulary 32000 (about 60M parameters) on the CPU, float32.
+  temp_dir dir;
+  auto c = tiny_model_config("qwen2");
+  c.vocab_size = 32000;
+  c.hidden_size = 512;
+  c.intermediate_size = 1536;
+  c.num_hidden_layers = 8;
+  c.num_attention_heads = 8;
+  c.num_key_value_heads = 2;
+  c.head_dim = 64;
+  auto m = tiny_transformer(dir, c);
+  std::vector<generation_request> reqs;
+  for (int i = 0; i < 16; ++i)
+    reqs.push_back(request(i, prompt_of(64, i), 0.8, 64, i));
+  for (int64_t slots : {1, 4, 16}) {
+    auto engine = make_engine(m, slots, 256);
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto results = engine.generate(reqs);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::size_t tokens = 0;
+    for (const auto& r : results)
+      tokens += r.completion_tokens.size();
+    BOOST_TEST_MESSAGE("small qwen2 (60M) on the CPU, " << slots << " slot(s): " << tokens
+                       << " tokens in " << s << " s = " << tokens / s << " tokens/s (prefill "
+                       << engine.stats().prefill_seconds << " s, decode "
+                       << engine.stats().decode_seconds << " s)");
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -3,6 +3,7 @@
 #include "actors/membership.hpp"
 #include "actors/metrics.hpp"
 #include "actors/role_slot.hpp"
+#include "actors/sampler.hpp"
 #include "runtime/io/text.hpp"
 #include "runtime/node/membership_table.hpp"
 #include "runtime/node/role_plan.hpp"
@@ -77,6 +78,13 @@ std::vector<actor_entry> spawn_role_actors(node_pointer self) {
       continue;
     } else if (planned.role == "evaluator") {
       continue; // spawned and owned by the supervisor above
+    } else if (planned.role == "sampler") {
+      auto settings = s.sampler;
+      settings.gpu = planned.gpu;
+      settings.remote.name = stats.name;
+      // detached: loading a model blocks for seconds to minutes
+      handle = caf::actor_cast<caf::actor>(
+        self->spawn<caf::detached>(sampler, stats, std::move(settings)));
     } else {
       std::vector<status_detail> details{
         {"device", planned.gpu < 0 ? "cpu" : "cuda:" + std::to_string(planned.gpu)}};

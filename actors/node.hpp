@@ -18,6 +18,7 @@
 #include "actors/actor_stats.hpp"
 #include "actors/evaluator_supervisor.hpp"
 #include "messages/type_ids.hpp"
+#include "runtime/sampler/sampler_settings.hpp"
 
 #include <caf/io/middleman_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
@@ -43,6 +44,7 @@ struct node_settings {
   caf::io::middleman_actor connector; ///< plain or TLS middleman, for connecting to the coordinator
   eval::engine_options eval_engine;   ///< template for each evaluator (scratch dirs filled per GPU)
   supervisor_settings eval_supervision;
+  sampling::sampler_settings sampler; ///< template for each sampler (GPU and name filled per GPU)
 };
 
 struct node_actor_state {

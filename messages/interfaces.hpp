@@ -120,6 +120,8 @@ using sampler_actor = caf::typed_actor<
   status_handler, control_handler,
   /// Draws one completion; fails with errc::busy when its queue is full.
   caf::replies_to<generate_atom, generation_request>::with<generation_result>,
+  /// (Internal) the sampler's backend finished the request it knows by this key.
+  caf::reacts_to<generate_atom, uint64_t, generation_result>,
   /// Installs new weights; later requests use them.
   caf::reacts_to<policy_atom, policy_update>>;
 

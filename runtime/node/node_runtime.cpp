@@ -128,6 +128,7 @@ node_settings make_node_settings(const node_plan& plan, caf::actor_system& sys) 
                                  : sys.middleman().actor_handle();
   s.eval_engine = evaluation_engine_options(plan.run);
   s.eval_supervision = evaluation_supervision(plan.run);
+  s.sampler = sampling::sampler_settings_from(plan.run, -1, "");
   return s;
 }
 

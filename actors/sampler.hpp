@@ -1,0 +1,63 @@
+#pragma once
+// The sampler actor: answers generation requests from any node with a generation backend (the
+// built-in libtorch engine or a remote OpenAI-compatible server), and takes policy updates.
+//
+// Protocol (interface: kbrl::sampler_actor):
+//   on start            make the backend (load the model / reach the server); if that fails the
+//                       actor stays up, shows the error in its status and answers every request
+//                       with it
+//   generate(req)       held until the backend answers; errc::busy when queue_capacity requests
+//                       are held already
+//   policy(update)      the backend switches weights; later requests are sampled from them
+//   status              backend, model, queue, batch occupancy, tokens per second, policy version
+// Blocking (model loading, adapter swaps): spawned detached, on its own thread. Backends answer
+// on their own threads; answers come back to the actor as internal messages.
+
+#include "actors/actor_stats.hpp"
+#include "messages/type_ids.hpp"
+#include "runtime/sampler/generation_backend.hpp"
+#include "runtime/sampler/sampler_settings.hpp"
+
+#include <caf/typed_event_based_actor.hpp>
+
+#include <chrono>
+#include <deque>
+#include <map>
+#include <memory>
+
+namespace kbrl {
+
+/// A request the backend is working on.
+struct held_generation {
+  caf::typed_response_promise<generation_result> promise;
+  uint64_t request_id = 0;  ///< the requester's id, restored on the answer
+  std::chrono::steady_clock::time_point since;
+};
+
+struct sampler_state {
+  static inline const char* name = "sampler";
+  actor_stats stats;
+  sampling::sampler_settings settings;
+  std::unique_ptr<sampling::generation_backend> backend;
+  caf::error backend_failure;     ///< why there is no backend
+  std::string backend_error;      ///< the same, rendered
+  std::map<uint64_t, held_generation> held;
+  uint64_t next_key = 1;
+  uint64_t refused_busy = 0;
+  /// (time, tokens) of recent answers, for tokens per second over the last minute.
+  std::deque<std::pair<std::chrono::steady_clock::time_point, size_t>> recent_tokens;
+
+  ~sampler_state();
+};
+
+using sampler_pointer = sampler_actor::stateful_pointer<sampler_state>;
+
+/// A generation backend as the settings say (errors name the sampler.* key at fault).
+caf::expected<std::unique_ptr<sampling::generation_backend>>
+make_generation_backend(const sampling::sampler_settings& settings);
+
+/// Spawn with sys.spawn<caf::detached>(sampler, stats, settings).
+sampler_actor::behavior_type sampler(sampler_pointer self, actor_stats stats,
+                                     sampling::sampler_settings settings);
+
+} // namespace kbrl

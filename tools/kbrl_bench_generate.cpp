@@ -1,0 +1,186 @@
+// kbrl-bench-generate: the built-in sampler's generation throughput, for bench/sampler_throughput.
+//
+//   kbrl-bench-generate --config CONFIG.json --dir DIR [--batch 1,32,128] [--prompt 512]
+//                       [--new 256] [--device cuda] [--dtype bf16] [--out results.json]
+//
+// Writes a random-initialised checkpoint of CONFIG into DIR once (reused after), loads it, and
+// for each batch size runs `batch` requests of `prompt` random tokens and exactly `new` sampled
+// tokens each (the model's end-of-sequence ids are removed from the config so no sequence stops
+// early) through a generation engine with `batch` slots. Reports new tokens per second, split
+// into prefill and decode, and the memory-bandwidth bound of one decode step (weight bytes /
+// measured device copy bandwidth).
+
+#include "messages/errors.hpp"
+#include "runtime/io/json_writer.hpp"
+#include "runtime/model/generation_engine.hpp"
+#include "runtime/model/model_config.hpp"
+#include "runtime/model/random_checkpoint.hpp"
+#include "runtime/model/transformer.hpp"
+#include "runtime/tokenizer/tokenizer.hpp"
+
+#include <ATen/ATen.h>
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+using namespace kbrl;
+namespace fs = std::filesystem;
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void synchronize(const at::Device& d) {
+  if (d.is_cuda())
+    at::empty({1}, at::TensorOptions().device(d)).cpu(); // waits for the device's work
+}
+
+/// Bytes per second of a device-to-device copy of `bytes` (read + write counted once each, as
+/// ANCHORS.md states the copy figure).
+double copy_bandwidth(const at::Device& d, int64_t bytes) {
+  auto src = at::empty({bytes}, at::TensorOptions().device(d).dtype(at::kByte));
+  auto dst = at::empty_like(src);
+  dst.copy_(src);
+  synchronize(d);
+  const int reps = 10;
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < reps; ++i)
+    dst.copy_(src);
+  synchronize(d);
+  return 2.0 * static_cast<double>(bytes) * reps / seconds_since(t0);
+}
+
+int fail(const std::string& what, const caf::error& e) {
+  std::fprintf(stderr, "kbrl-bench-generate: %s: %s\n", what.c_str(), describe(e).c_str());
+  return 1;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"kbrl-bench-generate: built-in sampler throughput on a random-initialised model"};
+  std::string config_path, dir, device = "cuda", dtype = "bf16", out_path;
+  std::vector<int> batches{1, 32, 128};
+  int prompt_len = 512, new_tokens = 256;
+  app.add_option("--config", config_path, "config.json of the model shapes")->required();
+  app.add_option("--dir", dir, "Where the random checkpoint is written (reused if present)")
+    ->required();
+  app.add_option("--batch", batches, "Batch sizes")->delimiter(',');
+  app.add_option("--prompt", prompt_len, "Prompt tokens per request");
+  app.add_option("--new", new_tokens, "New tokens per request");
+  app.add_option("--device", device);
+  app.add_option("--dtype", dtype)->check(CLI::IsMember({"bf16", "fp32"}));
+  app.add_option("--out", out_path, "Write the figures as JSON here");
+  CLI11_PARSE(app, argc, argv);
+
+  auto config = model::load_model_config(config_path);
+  if (!config)
+    return fail(config_path, config.error());
+  config->eos_token_ids.clear(); // every sequence runs to --new tokens
+  config->bos_token_id.reset();
+  if (!fs::exists(fs::path(dir) / "config.json")) {
+    std::printf("writing a random %s checkpoint into %s\n", config->model_type.c_str(), dir.c_str());
+    std::fflush(stdout);
+    auto t0 = std::chrono::steady_clock::now();
+    auto st = dtype == "bf16" ? model::st_dtype::bf16 : model::st_dtype::f32;
+    if (auto ok = model::write_random_checkpoint(dir, *config, 1, st); !ok)
+      return fail(dir, ok.error());
+    std::printf("  written in %.1f s\n", seconds_since(t0));
+  }
+  model::transformer_options opts;
+  opts.device = at::Device(device);
+  opts.dtype = dtype == "bf16" ? at::kBFloat16 : at::kFloat;
+  auto t0 = std::chrono::steady_clock::now();
+  auto model = model::transformer::load(dir, opts);
+  if (!model)
+    return fail(dir, model.error());
+  synchronize(opts.device);
+  std::printf("model loaded in %.1f s\n", seconds_since(t0));
+
+  // The decode step reads every weight once: its time is bounded below by weight bytes / bandwidth.
+  double weight_bytes = 0;
+  for (auto& p : model::expected_weights(*config)) {
+    double n = 1;
+    for (auto d : p.shape)
+      n *= static_cast<double>(d);
+    weight_bytes += n * (dtype == "bf16" ? 2 : 4);
+  }
+  double bandwidth = copy_bandwidth(opts.device, int64_t{1} << 30);
+  double bound_tokens_per_s = bandwidth / weight_bytes;
+  std::printf("weights %.2f GB, copy bandwidth %.0f GB/s: batch-1 bound %.0f tokens/s\n",
+              weight_bytes / 1e9, bandwidth / 1e9, bound_tokens_per_s);
+
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(config->vocab_size) - 1);
+  kbrl::json_writer w;
+  w.begin_object()
+    .field("device", device)
+    .field("dtype", dtype)
+    .field("prompt_tokens", static_cast<int64_t>(prompt_len))
+    .field("new_tokens", static_cast<int64_t>(new_tokens))
+    .field("weight_bytes", weight_bytes)
+    .field("copy_bandwidth_bytes_per_s", bandwidth)
+    .field("batch1_bound_tokens_per_s", bound_tokens_per_s);
+  w.key("runs").begin_array();
+  for (int batch : batches) {
+    model::generation_engine_options eo;
+    eo.slots = batch;
+    eo.max_sequence_length = prompt_len + new_tokens + 1;
+    auto engine = model::generation_engine::create(*model, std::nullopt, eo);
+    if (!engine)
+      return fail("engine", engine.error());
+    std::vector<generation_request> reqs(static_cast<size_t>(batch));
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      reqs[i].id = i;
+      reqs[i].params.max_new_tokens = new_tokens;
+      reqs[i].params.temperature = 1.0;
+      reqs[i].params.seed = i;
+      for (int k = 0; k < prompt_len; ++k)
+        reqs[i].prompt_tokens.push_back(token(rng));
+    }
+    // warm-up: one short request (kernels, allocator)
+    auto warm = reqs.front();
+    warm.params.max_new_tokens = 4;
+    engine->generate({warm});
+    synchronize(opts.device);
+    auto before = engine->stats();
+    auto t1 = std::chrono::steady_clock::now();
+    auto results = engine->generate(reqs);
+    synchronize(opts.device);
+    double secs = seconds_since(t1);
+    size_t generated = 0;
+    for (auto& r : results)
+      generated += r.completion_tokens.size();
+    auto after = engine->stats();
+    double prefill = after.prefill_seconds - before.prefill_seconds;
+    double decode = after.decode_seconds - before.decode_seconds;
+    double tps = generated / secs;
+    std::printf("batch %4d: %zu new tokens in %.2f s = %.1f tokens/s (prefill %.2f s, decode %.2f "
+                "s, %.2f ms per decode step)%s\n",
+                batch, generated, secs, tps, prefill, decode,
+                1000.0 * decode / std::max<double>(1, after.decode_steps - before.decode_steps),
+                batch == 1 ? ("; " + std::to_string(100.0 * tps / bound_tokens_per_s).substr(0, 5)
+                              + "% of the bound").c_str()
+                           : "");
+    std::fflush(stdout);
+    w.begin_object()
+      .field("batch", static_cast<int64_t>(batch))
+      .field("new_tokens", static_cast<uint64_t>(generated))
+      .field("seconds", secs)
+      .field("tokens_per_s", tps)
+      .field("prefill_seconds", prefill)
+      .field("decode_seconds", decode)
+      .end_object();
+  }
+  w.end_array().end_object();
+  if (!out_path.empty())
+    std::ofstream(out_path) << w.str() << "\n";
+  return 0;
+}

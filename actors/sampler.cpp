@@ -46,6 +46,7 @@ std::vector<status_detail> sampler_details(sampler_state& st) {
                           + std::to_string(st.settings.queue_capacity)});
   d.push_back({"batch occupancy", std::to_string(b.active) + " / " + std::to_string(b.slots)});
   d.push_back({"waiting in backend", std::to_string(b.waiting)});
+  d.push_back({"waiting for a newer policy", std::to_string(st.waiting_for_policy.size())});
   d.push_back({"tokens per second (last minute)", fixed(tokens_per_second(st), 1)});
   d.push_back({"policy version", std::to_string(b.policy_version)});
   d.push_back({"completions", std::to_string(b.completions)});
@@ -57,6 +58,16 @@ std::vector<status_detail> sampler_details(sampler_state& st) {
 }
 
 } // namespace
+
+/// Hands a held request to the backend; its answer comes back as (generate, key, result).
+void start_generation(sampler_pointer self, uint64_t key, generation_request req) {
+  auto me = caf::actor_cast<caf::weak_actor_ptr>(self);
+  self->state.backend->submit(std::move(req), [me, key](generation_result res) {
+    if (auto strong = caf::actor_cast<caf::strong_actor_ptr>(me))
+      caf::anon_send(caf::actor_cast<sampler_actor>(strong), generate_atom::value, key,
+                     std::move(res));
+  });
+}
 
 sampler_state::~sampler_state() {
   // The backend's threads may still call back: stop them before the state goes.
@@ -124,12 +135,10 @@ sampler_actor::behavior_type sampler(sampler_pointer self, actor_stats stats,
       st.held[key] = held_generation{rp, req.id, clock_type::now()};
       // The backend knows the request by `key`, so requesters' ids may repeat across nodes.
       req.id = key;
-      auto me = caf::actor_cast<caf::weak_actor_ptr>(self);
-      st.backend->submit(std::move(req), [me, key](generation_result res) {
-        if (auto strong = caf::actor_cast<caf::strong_actor_ptr>(me))
-          caf::anon_send(caf::actor_cast<sampler_actor>(strong), generate_atom::value, key,
-                         std::move(res));
-      });
+      if (req.min_policy_version > st.backend->stats().policy_version)
+        st.waiting_for_policy.emplace(key, std::move(req));
+      else
+        start_generation(self, key, std::move(req));
       return rp;
     },
     [self](generate_atom, uint64_t key, generation_result& res) {
@@ -158,6 +167,14 @@ sampler_actor::behavior_type sampler(sampler_pointer self, actor_stats stats,
         return;
       }
       spdlog::info("{} samples from policy version {} now", st.stats.name, update.version);
+      for (auto it = st.waiting_for_policy.begin(); it != st.waiting_for_policy.end();) {
+        if (it->second.min_policy_version <= update.version) {
+          start_generation(self, it->first, std::move(it->second));
+          it = st.waiting_for_policy.erase(it);
+        } else {
+          ++it;
+        }
+      }
     },
   };
 }

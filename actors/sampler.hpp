@@ -7,7 +7,8 @@
 //                       actor stays up, shows the error in its status and answers every request
 //                       with it
 //   generate(req)       held until the backend answers; errc::busy when queue_capacity requests
-//                       are held already
+//                       are held already; a request whose min_policy_version is newer than the
+//                       weights in use waits for that policy update before it starts
 //   policy(update)      the backend switches weights; later requests are sampled from them
 //   status              backend, model, queue, batch occupancy, tokens per second, policy version
 // Blocking (model loading, adapter swaps): spawned detached, on its own thread. Backends answer
@@ -42,6 +43,8 @@ struct sampler_state {
   caf::error backend_failure;     ///< why there is no backend
   std::string backend_error;      ///< the same, rendered
   std::map<uint64_t, held_generation> held;
+  /// Held requests that wait for a newer policy (key -> request, id already replaced by key).
+  std::map<uint64_t, generation_request> waiting_for_policy;
   uint64_t next_key = 1;
   uint64_t refused_busy = 0;
   /// (time, tokens) of recent answers, for tokens per second over the last minute.

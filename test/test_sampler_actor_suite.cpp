@@ -5,6 +5,7 @@
 
 #include "actors/sampler.hpp"
 #include "messages/type_ids.hpp"
+#include "cluster_fixture.hpp"
 #include "model_fixture.hpp"
 #include "runtime/model/generation_engine.hpp"
 #include "runtime/model/lora_adapter.hpp"
@@ -215,13 +216,32 @@ BOOST_AUTO_TEST_CASE(a_policy_update_loads_the_adapter_on_the_server_and_later_r
   BOOST_CHECK(res->completion_tokens == (std::vector<int32_t>{80, 81})); // offset 50: an adapter
   BOOST_CHECK_EQUAL(res->policy_version, 3u);
   BOOST_CHECK_EQUAL(status_detail_of(status_of(self, s), "policy version"), "3");
-  // An update the server cannot load leaves the sampler on version 3 and says why.
-  update.version = 4;
+  // A request for version 5 or newer waits for that update, then runs on it.
+  std::vector<int32_t> waited;
+  std::thread client([&] {
+    caf::scoped_actor c{*sys};
+    auto req = prompt(6, {10, 20}, 2);
+    req.min_policy_version = 5;
+    auto r = generate(c, s, req);
+    if (r)
+      waited = r->completion_tokens;
+  });
+  BOOST_CHECK(test::eventually(
+    [&] { return status_detail_of(status_of(self, s), "waiting for a newer policy") == "1"; },
+    10s));
+  dir.write("v5/adapter_config.json", "{\"r\": 8, \"lora_alpha\": 16}");
+  update.version = 5;
+  update.adapter_dir = dir / "v5";
+  self->send(s, policy_atom::value, update);
+  client.join();
+  BOOST_CHECK(waited == (std::vector<int32_t>{80, 81}));
+  // An update the server cannot load leaves the sampler on version 5 and says why.
+  update.version = 6;
   update.adapter_dir = dir / "missing";
   self->send(s, policy_atom::value, update);
   auto st = status_of(self, s);
-  BOOST_CHECK_EQUAL(status_detail_of(st, "policy version"), "3");
-  BOOST_CHECK_MESSAGE(st.last_error.find("policy version 4 not applied") != std::string::npos,
+  BOOST_CHECK_EQUAL(status_detail_of(st, "policy version"), "5");
+  BOOST_CHECK_MESSAGE(st.last_error.find("policy version 6 not applied") != std::string::npos,
                       st.last_error);
   self->send_exit(s, caf::exit_reason::user_shutdown);
 }

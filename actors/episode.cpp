@@ -1,0 +1,196 @@
+#include "actors/episode.hpp"
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+namespace kbrl {
+
+namespace {
+
+void sample(episode_pointer self);
+void finish(episode_pointer self, std::string reason);
+
+std::string label(episode_pointer self) {
+  auto& st = self->state;
+  return st.task.id + " trajectory " + std::to_string(st.traj.id) + " turn "
+         + std::to_string(st.traj.turns.size() + (st.phase == "evaluating" ? 0 : 1));
+}
+
+/// Scores the newest turn (evaluated or not) and decides what comes next.
+void score_and_continue(episode_pointer self, const eval_result* verdict) {
+  auto& st = self->state;
+  auto& t = st.traj.turns.back();
+  auto& prev = st.history.back();
+  if (verdict != nullptr) {
+    t.verdict = *verdict;
+    prev.evaluated = true;
+    prev.verdict = *verdict;
+  }
+  auto r = episode::score_turn(prev.answer, verdict, t.completion_tokens.size(),
+                               st.settings.rewards);
+  t.score = r.total;
+  bool success = verdict != nullptr && verdict->correct
+                 && verdict->speedup > st.settings.success_speedup;
+  if (success)
+    return finish(self, "success");
+  if (static_cast<int32_t>(st.traj.turns.size()) >= st.settings.max_turns)
+    return finish(self, "max_turns");
+  sample(self);
+}
+
+void evaluate(episode_pointer self) {
+  auto& st = self->state;
+  st.phase = "evaluating";
+  if (st.res->evaluators.empty())
+    return finish(self, "failed: no evaluator to send the candidate to");
+  eval_request req;
+  req.id = st.traj.id * 100 + st.traj.turns.size();
+  req.candidate_source = st.history.back().answer.code;
+  req.task = st.task;
+  req.timing = st.settings.timing;
+  req.trace = label(self);
+  auto& target = st.res->evaluators[st.next_evaluator % st.res->evaluators.size()];
+  self->request(target, st.settings.evaluator_timeout, evaluate_atom::value, req)
+    .then(
+      [self](eval_result& verdict) {
+        auto& st = self->state;
+        if (verdict.error == eval_error::infrastructure && st.retries < st.settings.max_retries) {
+          // kbrl's own failure, not the candidate's: the candidate gets another evaluator
+          ++st.retries;
+          ++st.traj.turns.back().retries;
+          ++st.next_evaluator;
+          return evaluate(self);
+        }
+        st.retries = 0;
+        score_and_continue(self, &verdict);
+      },
+      [self](caf::error& err) {
+        auto& st = self->state;
+        spdlog::warn("{}: evaluator failed: {}", label(self), self->system().render(err));
+        if (st.retries >= st.settings.max_retries)
+          return finish(self, "failed: no evaluator answered after "
+                                + std::to_string(st.retries + 1) + " tries: "
+                                + self->system().render(err));
+        ++st.retries;
+        ++st.traj.turns.back().retries;
+        ++st.next_evaluator;
+        evaluate(self);
+      });
+}
+
+void sample(episode_pointer self) {
+  auto& st = self->state;
+  st.phase = "sampling";
+  if (st.res->samplers.empty())
+    return finish(self, "failed: no sampler to ask");
+  auto& tok = *st.res->tokenizer;
+  auto messages = episode::conversation(
+    st.task, st.history, st.settings.prompts,
+    [&tok](const std::string& text) { return tok.encode(text).size(); });
+  auto rendered = st.res->chat->render(messages, true);
+  if (!rendered)
+    return finish(self, "failed: the prompt could not be rendered: " + describe(rendered.error()));
+  generation_request req;
+  req.id = st.traj.id * 100 + st.traj.turns.size();
+  req.prompt_tokens = tok.encode(*rendered);
+  req.params = st.settings.sampling;
+  req.params.seed = st.settings.sampling.seed + req.id; // each turn of each episode its own draw
+  req.trace = label(self);
+  auto prompt_tokens = req.prompt_tokens;
+  auto& target = st.res->samplers[st.next_sampler % st.res->samplers.size()];
+  self->request(target, st.settings.sampler_timeout, generate_atom::value, req)
+    .then(
+      [self, prompt_tokens](generation_result& out) {
+        auto& st = self->state;
+        if (out.finish == finish_reason::error && st.retries < st.settings.max_retries) {
+          ++st.retries;
+          ++st.next_sampler;
+          return sample(self);
+        }
+        turn t;
+        t.index = static_cast<int32_t>(st.traj.turns.size());
+        t.prompt_tokens = prompt_tokens;
+        t.completion_tokens = std::move(out.completion_tokens);
+        t.logprobs = std::move(out.logprobs);
+        t.completion_text = std::move(out.completion_text);
+        t.policy_version = out.policy_version;
+        t.retries = st.retries;
+        st.retries = 0;
+        if (st.traj.policy_versions.empty() || st.traj.policy_versions.back() != t.policy_version)
+          st.traj.policy_versions.push_back(t.policy_version);
+        episode::previous_turn prev;
+        prev.answer = episode::parse_answer(t.completion_text, st.settings.prompts.format);
+        prev.completion_text = t.completion_text;
+        st.traj.turns.push_back(std::move(t));
+        st.history.push_back(std::move(prev));
+        if (st.history.back().answer.ok())
+          evaluate(self);
+        else
+          score_and_continue(self, nullptr);
+      },
+      [self](caf::error& err) {
+        auto& st = self->state;
+        spdlog::warn("{}: sampler failed: {}", label(self), self->system().render(err));
+        if (st.retries >= st.settings.max_retries)
+          return finish(self, "failed: no sampler answered after " + std::to_string(st.retries + 1)
+                                + " tries: " + self->system().render(err));
+        ++st.retries;
+        ++st.next_sampler;
+        sample(self);
+      });
+}
+
+void finish(episode_pointer self, std::string reason) {
+  auto& st = self->state;
+  st.phase = "done";
+  st.traj.end_reason = std::move(reason);
+  std::vector<double> scores;
+  for (auto& t : st.traj.turns)
+    scores.push_back(t.score);
+  auto returns = episode::turn_returns(scores, st.settings.gamma, st.settings.aggregation);
+  for (size_t i = 0; i < returns.size(); ++i)
+    st.traj.turns[i].return_value = returns[i];
+  if (st.res->coordinator)
+    self->send(st.res->coordinator, trajectory_atom::value, st.traj);
+  self->quit();
+}
+
+} // namespace
+
+episode_actor::behavior_type run_episode(episode_pointer self, actor_stats stats,
+                                     episode_settings settings,
+                                     std::shared_ptr<const episode_resources> resources,
+                                     uint64_t trajectory_id) {
+  auto& st = self->state;
+  st.stats = std::move(stats);
+  st.settings = std::move(settings);
+  st.res = std::move(resources);
+  st.traj.id = trajectory_id;
+  return {
+    [self](status_atom) -> actor_status {
+      auto& st = self->state;
+      st.stats.count();
+      return st.stats.snapshot(st.phase, self->mailbox().size(),
+                               {{"problem", st.task.id},
+                                {"turns", std::to_string(st.traj.turns.size()) + " / "
+                                            + std::to_string(st.settings.max_turns)}});
+    },
+    [self](control_atom, const std::string& verb,
+           const std::vector<std::string>&) -> caf::result<std::string> {
+      self->state.stats.count();
+      return no_control_verbs(self->state.stats.name, verb);
+    },
+    [self](start_atom, problem& p, uint64_t group) {
+      auto& st = self->state;
+      st.stats.count();
+      if (st.phase != "waiting")
+        return; // started once only
+      st.task = std::move(p);
+      st.traj.problem_id = st.task.id;
+      st.traj.group_id = group;
+      sample(self);
+    },
+  };
+}
+
+} // namespace kbrl

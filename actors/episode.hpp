@@ -1,0 +1,85 @@
+#pragma once
+// The episode actor: one trajectory on one problem, single- or multi-turn.
+//
+//              start(problem, group)
+//                      |
+//                      v
+//   +--------> [sampling] --(sampler answers)--> parse --(no program)----------+
+//   |              |  ^                            |                          |
+//   |   error:     |  | retry on the next sampler  | program                  |
+//   |   retry -----+--+ (up to max_retries)        v                          |
+//   |                                         [evaluating] --(error: retry on |
+//   |                                              |          the next        |
+//   |                                              |          evaluator)      |
+//   |                                              v                          v
+//   +------- turns left and not yet a success -- score the turn <-------------+
+//                                                  |
+//                               success or max_turns reached, or out of retries
+//                                                  v
+//                          [done]: returns computed, trajectory -> coordinator, quit
+//
+// Each turn's prompt is the conversation of runtime/episode/prompts.hpp rendered with the
+// policy's chat format and tokenized here, so the learner gets exactly the token ids sampled
+// from. A sampler or evaluator that fails (node lost, queue busy, evaluator restarted) does not
+// lose the episode: the step goes to the next one in the list and the turn counts the retry.
+
+#include "actors/actor_stats.hpp"
+#include "messages/type_ids.hpp"
+#include "runtime/episode/prompts.hpp"
+#include "runtime/episode/rewards.hpp"
+#include "runtime/tokenizer/chat_format.hpp"
+#include "runtime/tokenizer/tokenizer.hpp"
+
+#include <caf/typed_event_based_actor.hpp>
+
+#include <memory>
+
+namespace kbrl {
+
+struct episode_settings {
+  int32_t max_turns = 4;
+  double gamma = 0.4;                            ///< discount of later turns' scores
+  episode::return_aggregation aggregation = episode::return_aggregation::sum;
+  episode::reward_weights rewards;
+  episode::prompt_settings prompts;
+  sampling_params sampling;
+  timing_options timing;
+  double success_speedup = 1.0;   ///< a correct turn faster than this ends the episode
+  int32_t max_retries = 3;        ///< per step, over samplers/evaluators
+  std::chrono::milliseconds sampler_timeout{std::chrono::minutes(15)};
+  std::chrono::milliseconds evaluator_timeout{std::chrono::minutes(15)};
+};
+
+/// What an episode works with; shared, read-only.
+struct episode_resources {
+  std::vector<sampler_actor> samplers;
+  std::vector<evaluator_supervisor_actor> evaluators;
+  coordinator_actor coordinator;
+  std::shared_ptr<const tok::tokenizer> tokenizer;
+  std::shared_ptr<const tok::chat_format> chat;
+};
+
+struct episode_state {
+  static inline const char* name = "episode";
+  actor_stats stats;
+  episode_settings settings;
+  std::shared_ptr<const episode_resources> res;
+  problem task;
+  trajectory traj;
+  std::vector<episode::previous_turn> history;
+  std::string phase = "waiting"; ///< waiting, sampling, evaluating, done
+  size_t next_sampler = 0;
+  size_t next_evaluator = 0;
+  int32_t retries = 0;           ///< of the current step
+};
+
+using episode_pointer = episode_actor::stateful_pointer<episode_state>;
+
+/// Spawn with sys.spawn(run_episode, stats, settings, resources, trajectory id); then send
+/// (start, problem, group id).
+episode_actor::behavior_type run_episode(episode_pointer self, actor_stats stats,
+                                     episode_settings settings,
+                                     std::shared_ptr<const episode_resources> resources,
+                                     uint64_t trajectory_id);
+
+} // namespace kbrl

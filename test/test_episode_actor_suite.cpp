@@ -1,0 +1,227 @@
+// The episode actor over real evaluation: a multi-turn episode on a small CPU problem whose
+// sampler answers from a script (no code, then a wrong kernel, then a correct one), judged by
+// the real evaluator supervisor and worker; and an episode with the real built-in sampler on a
+// tiny random model, whose answers never parse.
+
+#include "actors/episode.hpp"
+#include "actors/evaluator_supervisor.hpp"
+#include "actors/sampler.hpp"
+#include "messages/type_ids.hpp"
+#include "model_fixture.hpp"
+#include "runtime/eval/problems.hpp"
+#include "runtime/eval/python_probe.hpp"
+#include "runtime/model/random_checkpoint.hpp"
+#include "test_support.hpp"
+
+#include <caf/all.hpp>
+
+#include <boost/test/unit_test.hpp>
+
+#include <fstream>
+#include <sstream>
+
+using namespace kbrl;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string read(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string candidate(const std::string& name) {
+  return read(std::string(KBRL_TEST_DATA) + "/candidates_runtime/" + name);
+}
+
+/// A sampler that answers turn after turn from a fixed list of completions (the model under
+/// test is the episode's logic, not a policy), and records the prompts it was sent.
+sampler_actor::behavior_type scripted_sampler(sampler_actor::pointer self,
+                                              std::vector<std::string> answers,
+                                              std::shared_ptr<std::vector<generation_request>> seen) {
+  auto next = std::make_shared<size_t>(0);
+  return {
+    [](status_atom) { return actor_status{}; },
+    [](control_atom, const std::string&, const std::vector<std::string>&) { return std::string{}; },
+    [=](generate_atom, generation_request& req) {
+      seen->push_back(req);
+      generation_result r;
+      r.id = req.id;
+      r.completion_text = answers[std::min(*next, answers.size() - 1)];
+      ++*next;
+      for (unsigned char c : r.completion_text)
+        r.completion_tokens.push_back(c);
+      r.logprobs.assign(r.completion_tokens.size(), -0.5f);
+      r.finish = finish_reason::stop_token;
+      r.policy_version = 2;
+      return r;
+    },
+    [](generate_atom, uint64_t, generation_result&) {},
+    [](policy_atom, policy_update&) {},
+  };
+}
+
+/// Hands every finished trajectory to `sink` (the test's scoped actor).
+coordinator_actor::behavior_type trajectory_sink(coordinator_actor::pointer, caf::actor sink) {
+  return {
+    [](status_atom) { return actor_status{}; },
+    [](control_atom, const std::string&, const std::vector<std::string>&) { return std::string{}; },
+    [=](trajectory_atom, trajectory& t) { caf::anon_send(sink, std::move(t)); },
+    [](policy_atom, policy_update&) {},
+    [](pause_atom) {},
+    [](resume_atom) {},
+  };
+}
+
+struct episode_fixture {
+  test::temp_dir dir;
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  problem task;
+
+  episode_fixture() {
+    register_message_types(cfg);
+    sys = std::make_unique<caf::actor_system>(cfg);
+    auto p = eval::load_problem_file(std::string(KBRL_TEST_DATA) + "/problems/1_small_relu.py");
+    BOOST_REQUIRE(p);
+    task = *p;
+    task.backend = kernel_backend::torch;
+  }
+
+  evaluator_supervisor_actor evaluators() {
+    evaluator_slot s;
+    s.name = "test/evaluator.0";
+    s.engine.worker.python = eval::resolve_python("auto");
+    s.engine.worker.script = std::string(KBRL_SOURCE_DIR) + "/tools/kbrl_eval_worker.py";
+    s.engine.worker.scratch_dir = dir / "scratch";
+    s.engine.worker.extensions_dir = dir / "extensions";
+    actor_stats stats;
+    stats.name = "test/evaluator-supervisor";
+    return sys->spawn(evaluator_supervisor, stats, supervisor_settings{},
+                      std::vector<evaluator_slot>{s}, s.engine);
+  }
+
+  std::shared_ptr<episode_resources> resources(sampler_actor sampler, caf::actor sink) {
+    auto r = std::make_shared<episode_resources>();
+    r->samplers = {sampler};
+    r->evaluators = {evaluators()};
+    r->coordinator = sys->spawn(trajectory_sink, sink);
+    r->tokenizer = std::make_shared<tok::tokenizer>(test::byte_tokenizer());
+    r->chat = std::make_shared<tok::chat_format>(*tok::chat_format::by_name("chatml"));
+    return r;
+  }
+
+  episode_settings settings() {
+    episode_settings s;
+    s.success_speedup = 0; // correct ends it
+    s.timing.perf_trials = 5;
+    s.timing.warmup_runs = 1;
+    return s;
+  }
+
+  trajectory run(caf::scoped_actor& self, episode_settings s,
+                 std::shared_ptr<episode_resources> r) {
+    actor_stats stats;
+    stats.name = "test/episode.1";
+    auto e = sys->spawn(run_episode, stats, s, std::shared_ptr<const episode_resources>(r), 7u);
+    self->send(e, start_atom::value, task, uint64_t{3});
+    trajectory out;
+    self->receive([&](trajectory& t) { out = std::move(t); },
+                  caf::after(std::chrono::seconds(240)) >> [] { BOOST_FAIL("no trajectory"); });
+    for (auto& ev : r->evaluators)
+      self->send_exit(ev, caf::exit_reason::user_shutdown);
+    return out;
+  }
+};
+
+std::string tagged(const std::string& code) {
+  return "<think>plan</think>\n<KERNEL>\n" + code + "</KERNEL>";
+}
+
+} // namespace
+
+BOOST_FIXTURE_TEST_SUITE(episode_actor_suite, episode_fixture)
+
+BOOST_AUTO_TEST_CASE(a_multi_turn_episode_learns_from_feedback_until_it_succeeds) {
+  caf::scoped_actor self{*sys};
+  auto prompts = std::make_shared<std::vector<generation_request>>();
+  auto sampler = sys->spawn(scripted_sampler,
+                            std::vector<std::string>{"I forgot the code.",
+                                                     tagged(candidate("relu_wrong_offset.py")),
+                                                     tagged(candidate("relu_correct_clamp.py"))},
+                            prompts);
+  auto s = settings();
+  s.rewards = *episode::reward_preset("stage-correct");
+  auto t = run(self, s, resources(sampler, caf::actor_cast<caf::actor>(self)));
+
+  BOOST_CHECK_EQUAL(t.id, 7u);
+  BOOST_CHECK_EQUAL(t.group_id, 3u);
+  BOOST_CHECK_EQUAL(t.problem_id, task.id);
+  BOOST_CHECK_EQUAL(t.end_reason, "success");
+  BOOST_REQUIRE_EQUAL(t.turns.size(), 3u);
+  // Turn 1 did not parse (nothing evaluated), turn 2 ran wrong, turn 3 was correct.
+  BOOST_CHECK(!t.turns[0].verdict.compiled);
+  BOOST_CHECK(t.turns[1].verdict.compiled && !t.turns[1].verdict.correct);
+  BOOST_CHECK(t.turns[2].verdict.correct);
+  BOOST_CHECK_EQUAL(t.turns[0].score, 0.0);
+  BOOST_CHECK_GT(t.turns[2].score, t.turns[1].score);
+  // Returns: R_t = s_t + 0.4 R_{t+1}.
+  BOOST_CHECK_CLOSE(t.turns[2].return_value, t.turns[2].score, 1e-9);
+  BOOST_CHECK_CLOSE(t.turns[1].return_value, t.turns[1].score + 0.4 * t.turns[2].return_value, 1e-9);
+  BOOST_CHECK(t.policy_versions == std::vector<uint64_t>{2});
+  // The prompts carried the feedback of the turn before, and the tokens the learner will see.
+  BOOST_REQUIRE_EQUAL(prompts->size(), 3u);
+  auto text = [](const generation_request& r) { return std::string(r.prompt_tokens.begin(), r.prompt_tokens.end()); };
+  BOOST_CHECK(text((*prompts)[1]).find("no program could be read") != std::string::npos);
+  BOOST_CHECK(text((*prompts)[2]).find("differs from the reference") != std::string::npos);
+  BOOST_CHECK(text((*prompts)[2]).find("<think>plan</think>") == std::string::npos); // reasoning dropped
+  BOOST_CHECK(t.turns[2].prompt_tokens == (*prompts)[2].prompt_tokens);
+}
+
+BOOST_AUTO_TEST_CASE(a_lost_sampler_is_retried_on_the_next_one) {
+  caf::scoped_actor self{*sys};
+  auto prompts = std::make_shared<std::vector<generation_request>>();
+  auto good = sys->spawn(scripted_sampler,
+                         std::vector<std::string>{tagged(candidate("relu_correct_clamp.py"))},
+                         prompts);
+  auto gone = sys->spawn(scripted_sampler, std::vector<std::string>{"x"}, prompts);
+  caf::anon_send_exit(gone, caf::exit_reason::kill);
+  auto r = resources(gone, caf::actor_cast<caf::actor>(self));
+  r->samplers.push_back(good);
+  auto t = run(self, settings(), r);
+  BOOST_CHECK_EQUAL(t.end_reason, "success");
+  BOOST_REQUIRE_EQUAL(t.turns.size(), 1u);
+  BOOST_CHECK_EQUAL(t.turns[0].retries, 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_real_tiny_policy_gets_format_failures_for_every_turn) {
+  auto config = model::tiny_model_config("qwen2");
+  BOOST_REQUIRE(model::write_random_checkpoint(dir / "model", config, 2));
+  dir.write("model/tokenizer.json", test::byte_tokenizer_json());
+  sampling::sampler_settings ss;
+  ss.model = dir / "model";
+  ss.dtype = "fp32";
+  ss.slots = 2;
+  ss.max_seq_len = 4096;
+  actor_stats stats;
+  stats.name = "test/sampler.0";
+  auto sampler = sys->spawn<caf::detached>(kbrl::sampler, stats, ss);
+  caf::scoped_actor self{*sys};
+  auto s = settings();
+  s.max_turns = 2;
+  s.sampling.max_new_tokens = 16;
+  s.prompts.show_example = false;
+  auto t = run(self, s, resources(sampler, caf::actor_cast<caf::actor>(self)));
+  BOOST_CHECK_EQUAL(t.end_reason, "max_turns");
+  BOOST_REQUIRE_EQUAL(t.turns.size(), 2u);
+  for (auto& turn : t.turns) {
+    BOOST_CHECK(!turn.completion_tokens.empty());
+    BOOST_CHECK_EQUAL(turn.logprobs.size(), turn.completion_tokens.size());
+    BOOST_CHECK_EQUAL(turn.score, 0.0);
+  }
+  self->send_exit(sampler, caf::exit_reason::user_shutdown);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

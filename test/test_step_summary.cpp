@@ -1,0 +1,63 @@
+// A step's trajectories: flat groups dropped, scalars for metrics.jsonl.
+
+#include "runtime/episode/step_summary.hpp"
+
+#include <boost/test/unit_test.hpp>
+
+#include <map>
+
+using namespace kbrl;
+using namespace kbrl::episode;
+
+namespace {
+
+trajectory traj(uint64_t group, double reward, bool correct, double speedup = 0) {
+  trajectory t;
+  t.group_id = group;
+  turn u;
+  u.return_value = reward;
+  u.verdict.compiled = true;
+  u.verdict.correct = correct;
+  u.verdict.error = correct ? eval_error::none : eval_error::mismatch;
+  u.verdict.speedup = speedup;
+  u.prompt_tokens = {1, 2, 3};
+  u.completion_tokens = {4, 5};
+  t.turns.push_back(u);
+  return t;
+}
+
+std::map<std::string, double> by_name(const std::vector<metric_record>& records) {
+  std::map<std::string, double> out;
+  for (auto& r : records)
+    out[r.name] = r.value;
+  return out;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(step_summary)
+
+BOOST_AUTO_TEST_CASE(groups_whose_rewards_are_all_equal_are_dropped) {
+  auto r = drop_flat_groups({traj(1, 0, false), traj(1, 0, false), traj(2, 0, false),
+                             traj(2, 1, true)});
+  BOOST_CHECK_EQUAL(r.groups_dropped, 1u);
+  BOOST_CHECK_EQUAL(r.groups_kept, 1u);
+  BOOST_REQUIRE_EQUAL(r.kept.size(), 2u);
+  BOOST_CHECK_EQUAL(r.kept[0].group_id, 2u);
+}
+
+BOOST_AUTO_TEST_CASE(the_step_scalars_follow_the_trajectories) {
+  auto m = by_name(summarize_step({traj(1, 0, false), traj(1, 1.3, true, 2.0),
+                                   traj(2, 1.3, true, 4.0), traj(2, 0.5, false)},
+                                  7, "test"));
+  BOOST_CHECK_CLOSE(m["reward/mean"], 0.775, 1e-9);
+  BOOST_CHECK_CLOSE(m["reward/max"], 1.3, 1e-9);
+  BOOST_CHECK_CLOSE(m["rate/correct"], 0.5, 1e-9);
+  BOOST_CHECK_CLOSE(m["rate/compiled"], 1.0, 1e-9);
+  BOOST_CHECK_CLOSE(m["speedup/median"], 3.0, 1e-9);
+  BOOST_CHECK_CLOSE(m["tokens"], 20.0, 1e-9);
+  BOOST_CHECK_CLOSE(m["rate/correct_turn1"], 0.5, 1e-9);
+  BOOST_CHECK_EQUAL(m.count("rate/hack"), 1u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -7,6 +7,7 @@
 #include "actors/evaluator_supervisor.hpp"
 #include "actors/sampler.hpp"
 #include "messages/type_ids.hpp"
+#include "actor_doubles.hpp"
 #include "model_fixture.hpp"
 #include "runtime/eval/problems.hpp"
 #include "runtime/eval/python_probe.hpp"
@@ -34,45 +35,6 @@ std::string read(const std::string& path) {
 
 std::string candidate(const std::string& name) {
   return read(std::string(KBRL_TEST_DATA) + "/candidates_runtime/" + name);
-}
-
-/// A sampler that answers turn after turn from a fixed list of completions (the model under
-/// test is the episode's logic, not a policy), and records the prompts it was sent.
-sampler_actor::behavior_type scripted_sampler(sampler_actor::pointer self,
-                                              std::vector<std::string> answers,
-                                              std::shared_ptr<std::vector<generation_request>> seen) {
-  auto next = std::make_shared<size_t>(0);
-  return {
-    [](status_atom) { return actor_status{}; },
-    [](control_atom, const std::string&, const std::vector<std::string>&) { return std::string{}; },
-    [=](generate_atom, generation_request& req) {
-      seen->push_back(req);
-      generation_result r;
-      r.id = req.id;
-      r.completion_text = answers[std::min(*next, answers.size() - 1)];
-      ++*next;
-      for (unsigned char c : r.completion_text)
-        r.completion_tokens.push_back(c);
-      r.logprobs.assign(r.completion_tokens.size(), -0.5f);
-      r.finish = finish_reason::stop_token;
-      r.policy_version = 2;
-      return r;
-    },
-    [](generate_atom, uint64_t, generation_result&) {},
-    [](policy_atom, policy_update&) {},
-  };
-}
-
-/// Hands every finished trajectory to `sink` (the test's scoped actor).
-coordinator_actor::behavior_type trajectory_sink(coordinator_actor::pointer, caf::actor sink) {
-  return {
-    [](status_atom) { return actor_status{}; },
-    [](control_atom, const std::string&, const std::vector<std::string>&) { return std::string{}; },
-    [=](trajectory_atom, trajectory& t) { caf::anon_send(sink, std::move(t)); },
-    [](policy_atom, policy_update&) {},
-    [](pause_atom) {},
-    [](resume_atom) {},
-  };
 }
 
 struct episode_fixture {
@@ -107,7 +69,7 @@ struct episode_fixture {
     auto r = std::make_shared<episode_resources>();
     r->samplers = {sampler};
     r->evaluators = {evaluators()};
-    r->coordinator = sys->spawn(trajectory_sink, sink);
+    r->coordinator = sys->spawn(test::trajectory_sink, sink);
     r->tokenizer = std::make_shared<tok::tokenizer>(test::byte_tokenizer());
     r->chat = std::make_shared<tok::chat_format>(*tok::chat_format::by_name("chatml"));
     return r;
@@ -147,7 +109,7 @@ BOOST_FIXTURE_TEST_SUITE(episode_actor_suite, episode_fixture)
 BOOST_AUTO_TEST_CASE(a_multi_turn_episode_learns_from_feedback_until_it_succeeds) {
   caf::scoped_actor self{*sys};
   auto prompts = std::make_shared<std::vector<generation_request>>();
-  auto sampler = sys->spawn(scripted_sampler,
+  auto sampler = sys->spawn(test::scripted_sampler,
                             std::vector<std::string>{"I forgot the code.",
                                                      tagged(candidate("relu_wrong_offset.py")),
                                                      tagged(candidate("relu_correct_clamp.py"))},
@@ -183,10 +145,10 @@ BOOST_AUTO_TEST_CASE(a_multi_turn_episode_learns_from_feedback_until_it_succeeds
 BOOST_AUTO_TEST_CASE(a_lost_sampler_is_retried_on_the_next_one) {
   caf::scoped_actor self{*sys};
   auto prompts = std::make_shared<std::vector<generation_request>>();
-  auto good = sys->spawn(scripted_sampler,
+  auto good = sys->spawn(test::scripted_sampler,
                          std::vector<std::string>{tagged(candidate("relu_correct_clamp.py"))},
                          prompts);
-  auto gone = sys->spawn(scripted_sampler, std::vector<std::string>{"x"}, prompts);
+  auto gone = sys->spawn(test::scripted_sampler, std::vector<std::string>{"x"}, prompts);
   caf::anon_send_exit(gone, caf::exit_reason::kill);
   auto r = resources(gone, caf::actor_cast<caf::actor>(self));
   r->samplers.push_back(good);

@@ -1,0 +1,78 @@
+#pragma once
+// Stand-ins for peers of the actor under test, where the peer's own behaviour is not the
+// subject: a sampler that answers from a script, a coordinator that forwards trajectories, and a
+// learner that records the batches it is given. The real ones are tested in their own suites and
+// together in the end-to-end tests.
+
+#include "messages/type_ids.hpp"
+
+#include <caf/all.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kbrl::test {
+
+/// A sampler that answers turn after turn from a fixed list of completions (the model under
+/// test is the episode's logic, not a policy), and records the prompts it was sent.
+inline sampler_actor::behavior_type scripted_sampler(sampler_actor::pointer self,
+                                              std::vector<std::string> answers,
+                                              std::shared_ptr<std::vector<generation_request>> seen) {
+  auto next = std::make_shared<size_t>(0);
+  return {
+    [](status_atom) { return actor_status{}; },
+    [](control_atom, const std::string&, const std::vector<std::string>&) { return std::string{}; },
+    [=](generate_atom, generation_request& req) {
+      seen->push_back(req);
+      generation_result r;
+      r.id = req.id;
+      r.completion_text = answers[std::min(*next, answers.size() - 1)];
+      ++*next;
+      for (unsigned char c : r.completion_text)
+        r.completion_tokens.push_back(c);
+      r.logprobs.assign(r.completion_tokens.size(), -0.5f);
+      r.finish = finish_reason::stop_token;
+      r.policy_version = 2;
+      return r;
+    },
+    [](generate_atom, uint64_t, generation_result&) {},
+    [](policy_atom, policy_update&) {},
+  };
+}
+
+/// Hands every finished trajectory to `sink` (the test's scoped actor).
+inline coordinator_actor::behavior_type trajectory_sink(coordinator_actor::pointer, caf::actor sink) {
+  return {
+    [](status_atom) { return actor_status{}; },
+    [](control_atom, const std::string&, const std::vector<std::string>&) { return std::string{}; },
+    [=](trajectory_atom, trajectory& t) { caf::anon_send(sink, std::move(t)); },
+    [](policy_atom, policy_update&) {},
+    [](pause_atom) {},
+    [](resume_atom) {},
+  };
+}
+
+/// A learner that keeps every batch it is given and answers each with the next policy version.
+inline learner_actor::behavior_type recording_learner(
+  learner_actor::pointer self, std::shared_ptr<std::vector<trajectory_batch>> batches) {
+  auto version = std::make_shared<uint64_t>(0);
+  return {
+    [](status_atom) { return actor_status{}; },
+    [](control_atom, const std::string&, const std::vector<std::string>&) { return std::string{}; },
+    [=](train_atom, trajectory_batch& b) {
+      batches->push_back(b);
+      policy_update u;
+      u.version = ++*version;
+      u.learner_step = *version;
+      return u;
+    },
+    [=](policy_atom) {
+      policy_update u;
+      u.version = *version;
+      return u;
+    },
+  };
+}
+
+} // namespace kbrl::test

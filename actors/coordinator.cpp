@@ -100,7 +100,8 @@ void launch(coordinator_pointer self, const std::vector<problem>& problems, size
       stats.node = st.stats.node;
       stats.role = "episode";
       stats.name = st.stats.node + "/episode." + std::to_string(st.next_trajectory);
-      auto e = self->spawn(run_episode, stats, settings,
+      // linked: episodes end with the coordinator rather than running on orphaned
+      auto e = self->spawn<caf::linked>(run_episode, stats, settings,
                            std::shared_ptr<const episode_resources>(st.res), st.next_trajectory++);
       self->send(e, start_atom::value, problems[i], group);
     }

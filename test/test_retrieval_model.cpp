@@ -170,6 +170,10 @@ BOOST_AUTO_TEST_CASE(an_index_built_with_the_model_is_queried_with_it) {
   auto r = retriever::open(o);
   BOOST_REQUIRE_MESSAGE(r, why(r));
   BOOST_CHECK_EQUAL((*r)->query_embedder().identity().pooling, "mean"); // from the manifest
+  // Queries are cut where the build cut (max_tokens from the manifest, not the default 1024).
+  auto* as_model = dynamic_cast<model_embedder*>(&(*r)->query_embedder());
+  BOOST_REQUIRE(as_model != nullptr);
+  BOOST_CHECK_EQUAL(as_model->token_ids(std::string(1000, 'x')).size(), 128u);
   // The indexed ReLU program itself, with the guard off, comes back first with score ~1.
   auto index = kernel_index::open(dir / "index");
   BOOST_REQUIRE(index);

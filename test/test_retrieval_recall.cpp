@@ -338,7 +338,9 @@ BOOST_AUTO_TEST_CASE(the_problem_itself_is_never_retrieved) {
     BOOST_REQUIRE(!unguarded->empty());
     own_copy_first += r->index().entries()[(*unguarded)[0].entry].name == p.id;
 
-    auto found = r->retrieve(p, 3); // the guard is always on here
+    auto as_triton = p; // the corpus is in KernelBook's layout: Triton kernels
+    as_triton.backend = kernel_backend::triton;
+    auto found = r->retrieve(as_triton, 3); // the guard is always on here
     BOOST_REQUIRE_MESSAGE(found, why(found));
     BOOST_CHECK_EQUAL(found->size(), 3u);
     for (const auto& x : *found) {

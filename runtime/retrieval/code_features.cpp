@@ -21,6 +21,7 @@ constexpr float kw_weight = 1.0f;
 constexpr float kwv_weight = 0.75f;
 constexpr float rank_weight = 1.5f;
 constexpr float id_weight = 0.75f;
+constexpr float attr_weight = 1.0f;
 constexpr float word_weight = 0.5f;
 constexpr float sym_weight = 0.5f;
 constexpr float num_weight = 0.25f;
@@ -300,6 +301,10 @@ std::vector<code_feature> extract_code_features(std::string_view source) {
         continue; // the operator itself is a call feature already
       for (auto& part : identifier_parts(name))
         out.add("id:" + part, id_weight);
+      // Attributes read off a value (x.T, x.shape), one letter included: a.T @ b is not a @ b.T
+      // only through them.
+      if (k > 0 && chain[0] != "self" && !(call && k + 1 == chain.size()))
+        out.add("attr:" + std::string{name}, attr_weight);
     }
     i = end;
   }

@@ -9,6 +9,7 @@
 //   seq:conv3d>relu      two operators applied one after the other (fusion order)
 //   kw:dim  kwv:dim=1    keyword arguments and their literal values
 //   rank:4               arguments of torch.rand/randn/zeros/... (the rank of an input)
+//   attr:T               attributes read off values (x.T, x.shape); self's are names instead
 //   id:transpose         parts of identifiers (snake_case, camelCase and digits split)
 //   word:convolution     words of comments and strings (docstrings say what a module does)
 //   sym:*  num:2^7       operators, and numbers by order of magnitude

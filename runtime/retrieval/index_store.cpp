@@ -77,6 +77,8 @@ std::string render_manifest(const index_manifest& m) {
   w.field("pooling", m.embedder.pooling);
   w.field("dimension", m.embedder.dimension);
   w.field("spec", m.embedder_spec);
+  w.field("max_tokens", m.model_max_tokens);
+  w.field("append_eos", m.model_append_eos);
   w.end_object();
   w.key("corpus").begin_object();
   w.field("path", m.corpus_path);
@@ -208,6 +210,10 @@ caf::expected<index_manifest> parse_manifest(const std::string& text, const std:
     return r.fail("embedder.dimension", "expected 1..1048576, got " + std::to_string(dimension));
   m.embedder = {kind, model, pooling, static_cast<int32_t>(dimension)};
   m.embedder_spec = spec;
+  KBRL_TRY(max_tokens, r.integer(emb, "max_tokens", "embedder.max_tokens"));
+  KBRL_TRY(append_eos, r.boolean(emb, "append_eos", "embedder.append_eos"));
+  m.model_max_tokens = static_cast<int32_t>(max_tokens);
+  m.model_append_eos = append_eos;
   KBRL_TRY(corpus, r.object(doc, "corpus", "corpus"));
   KBRL_TRY(corpus_path, r.text(corpus, "path", "corpus.path"));
   KBRL_TRY(corpus_sha, r.text(corpus, "sha256", "corpus.sha256"));
@@ -566,6 +572,10 @@ caf::expected<build_summary> build_index(const build_options& opts) {
   index_manifest m;
   m.embedder = summary.embedder;
   m.embedder_spec = to_string(*spec);
+  if (spec->kind == "model") {
+    m.model_max_tokens = opts.embedding.model.max_tokens;
+    m.model_append_eos = opts.embedding.model.append_eos;
+  }
   m.corpus_path = fs::absolute(opts.corpus_path, ec).string();
   m.corpus_sha256 = loaded->sha256;
   m.mapping = opts.mapping.name;
@@ -788,6 +798,9 @@ kernel_index::query_embedder(const std::string& spec_override, embedder_settings
     settings.http.dimension = m.embedder.dimension;
   } else if (spec->kind == "model" && m.embedder.kind == "model") {
     settings.model.pooling = m.embedder.pooling;
+    if (m.model_max_tokens > 0)
+      settings.model.max_tokens = m.model_max_tokens;
+    settings.model.append_eos = m.model_append_eos;
   }
   auto emb = make_embedder(*spec, std::move(settings), std::move(idf));
   if (!emb)

@@ -43,6 +43,10 @@ struct index_manifest {
   int32_t version = index_format_version;
   embedder_identity embedder;
   std::string embedder_spec;      ///< as given to the build: "builtin", "http:URL", "model:PATH"
+  /// model: tokens kept per text and whether the end token was appended when building; queries
+  /// are cut and ended the same way. 0 / true for other kinds.
+  int32_t model_max_tokens = 0;
+  bool model_append_eos = true;
   std::string corpus_path;
   std::string corpus_sha256;
   std::string mapping;            ///< field_mapping::name

@@ -27,7 +27,7 @@ struct embedder_identity {
   std::string pooling;    ///< model: "last" or "mean"; else ""
   int32_t dimension = 0;  ///< 0 while unknown (an http embedder before its first reply)
 
-  /// "builtin lexical-v1, dimension 1024", "model bge-code-v1 (last-token pooling), ...".
+  /// "builtin lexical-v1, dimension 512", "model bge-code-v1 (last-token pooling), ...".
   std::string describe() const;
 };
 

@@ -34,7 +34,7 @@ std::string to_string(const embedder_spec& spec);
 
 /// What each kind needs besides its location.
 struct embedder_settings {
-  /// Buckets of the built-in embedding. 8..65536. Default 1024.
+  /// Buckets of the built-in embedding. 8..65536. Default 512.
   int32_t builtin_dimension = lexical_embedder::default_dimension;
   /// The http embedder's settings; base_url is taken from the spec.
   http_embedder_options http;

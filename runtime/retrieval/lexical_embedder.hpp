@@ -61,7 +61,7 @@ public:
   static constexpr const char* model_name = "lexical-v1";
 
   /// Default number of buckets.
-  static constexpr int32_t default_dimension = 1024;
+  static constexpr int32_t default_dimension = 512;
 
   /// Precondition: dimension >= 8.
   lexical_embedder(idf_table idf, int32_t dimension = default_dimension);

@@ -89,7 +89,7 @@ public:
       if (tenth > last_tenth_ && tenth > 0) {
         last_tenth_ = tenth;
         std::fprintf(stderr, "kbrl-index: %s %zu/%zu (%d%%, %.0f/s)\n", p.phase.c_str(), p.done,
-                     p.total, tenth * 10, rate);
+                     p.total, static_cast<int>(share * 100), rate);
       }
     }
   }

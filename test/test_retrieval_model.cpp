@@ -133,6 +133,36 @@ BOOST_AUTO_TEST_CASE(a_batch_embeds_as_one_by_one) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(cuda_embeds_as_the_cpu_does) {
+  // Runs where libtorch has CUDA and a GPU is visible (the GPU machine); says so elsewhere.
+  if (!at::hasCUDA()) {
+    BOOST_TEST_MESSAGE("no CUDA device: cuda_embeds_as_the_cpu_does checks nothing here");
+    return;
+  }
+  auto on_cpu = load("last", 4)->embed(samples);
+  BOOST_REQUIRE(on_cpu);
+  for (const char* dtype : {"fp32", "bf16"}) {
+    model_embedder_options o;
+    o.path = path;
+    o.device = "cuda";
+    o.dtype = dtype;
+    o.batch_size = 4;
+    o.max_tokens = 64;
+    auto gpu = model_embedder::load(o);
+    BOOST_REQUIRE_MESSAGE(gpu, why(gpu));
+    auto on_gpu = (*gpu)->embed(samples);
+    BOOST_REQUIRE_MESSAGE(on_gpu, why(on_gpu));
+    // float32: the same up to kernel rounding; bfloat16: close (unit vectors, cosine > 0.99).
+    for (size_t i = 0; i < samples.size(); ++i) {
+      double cos = 0;
+      for (size_t j = 0; j < 64; ++j)
+        cos += static_cast<double>((*on_cpu)[i * 64 + j]) * (*on_gpu)[i * 64 + j];
+      BOOST_CHECK_MESSAGE(cos > (std::string{dtype} == "fp32" ? 0.9999 : 0.99),
+                          dtype << " text " << i << ": cosine with the CPU vector " << cos);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(bad_options_and_paths_fail_clearly) {
   model_embedder_options o;
   o.path = path;

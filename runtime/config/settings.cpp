@@ -133,6 +133,18 @@ const std::vector<setting>& all_settings() {
      "Window in seconds over which evaluator restarts are counted.", {}, 0, inf, exclusive},
     {"eval.degraded_backoff_s", setting_kind::real, "30.0",
      "Seconds a degraded evaluator waits before it is started again.", {}, 0, inf, exclusive},
+    {"retrieval.index_dir", setting_kind::string, "\"\"",
+     "Retrieval index (made by kbrl-index build) whose examples are shown in prompts as few-shot "
+     "demonstrations (RA-ICL); empty: no retrieval."},
+    {"retrieval.k", setting_kind::integer, "3",
+     "Examples retrieved per problem (the nearest of the run's backend, never the problem "
+     "itself).", {}, 1, 32},
+    {"retrieval.token_budget", setting_kind::integer, "3000",
+     "Prompt tokens the examples may take together, counted with the policy's tokenizer; an "
+     "example that does not fit is left out whole.", {}, 0, 1000000},
+    {"retrieval.embedder", setting_kind::string, "\"\"",
+     "Embedder of queries: empty uses the one the index was built with; builtin, http:URL or "
+     "model:PATH reach that same embedder elsewhere (another embedder is refused)."},
   };
   return settings;
 }

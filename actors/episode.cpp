@@ -1,5 +1,7 @@
 #include "actors/episode.hpp"
 
+#include "runtime/retrieval/few_shot.hpp"
+
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
@@ -78,8 +80,34 @@ void evaluate(episode_pointer self) {
       });
 }
 
+/// Asks the retriever for examples of the problem, then samples the first turn with them.
+void fetch_examples(episode_pointer self) {
+  auto& st = self->state;
+  st.examples_fetched = true;
+  st.phase = "retrieving";
+  self->request(st.res->retriever, std::chrono::seconds(30), retrieve_atom::value, st.task,
+                st.res->retrieval_k)
+    .then(
+      [self](std::vector<retrieved_example>& examples) {
+        auto& st = self->state;
+        retrieval::few_shot_options o;
+        o.max_tokens = st.res->retrieval_token_budget;
+        o.backend = st.task.backend;
+        o.count = retrieval::tokenizer_count(*st.res->tokenizer);
+        st.settings.prompts.examples = retrieval::render_few_shot(examples, o).text;
+        sample(self);
+      },
+      [self](caf::error& err) {
+        spdlog::warn("{}: no retrieved examples ({}); the prompt goes without them", label(self),
+                     self->system().render(err));
+        sample(self);
+      });
+}
+
 void sample(episode_pointer self) {
   auto& st = self->state;
+  if (!st.examples_fetched && st.res->retriever)
+    return fetch_examples(self);
   st.phase = "sampling";
   if (st.res->samplers.empty())
     return finish(self, "failed: no sampler to ask");

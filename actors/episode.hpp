@@ -57,6 +57,11 @@ struct episode_resources {
   coordinator_actor coordinator;
   std::shared_ptr<const tok::tokenizer> tokenizer;
   std::shared_ptr<const tok::chat_format> chat;
+  /// RA-ICL: when set, the first prompt shows up to retrieval_k retrieved examples within
+  /// retrieval_token_budget tokens (a failed retrieval only leaves them out).
+  retriever_actor retriever;
+  int32_t retrieval_k = 3;
+  int64_t retrieval_token_budget = 3000;
 };
 
 struct episode_state {
@@ -71,6 +76,7 @@ struct episode_state {
   size_t next_sampler = 0;
   size_t next_evaluator = 0;
   int32_t retries = 0;           ///< of the current step
+  bool examples_fetched = false; ///< retrieval done (or not wanted) for the first prompt
 };
 
 using episode_pointer = episode_actor::stateful_pointer<episode_state>;

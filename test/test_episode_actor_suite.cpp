@@ -5,6 +5,7 @@
 
 #include "actors/episode.hpp"
 #include "actors/evaluator_supervisor.hpp"
+#include "actors/retriever.hpp"
 #include "actors/sampler.hpp"
 #include "messages/type_ids.hpp"
 #include "actor_doubles.hpp"
@@ -12,6 +13,8 @@
 #include "runtime/eval/problems.hpp"
 #include "runtime/eval/python_probe.hpp"
 #include "runtime/model/random_checkpoint.hpp"
+#include "runtime/retrieval/index_store.hpp"
+#include "runtime/retrieval/retrieval_settings.hpp"
 #include "test_support.hpp"
 
 #include <caf/all.hpp>
@@ -184,6 +187,40 @@ BOOST_AUTO_TEST_CASE(a_real_tiny_policy_gets_format_failures_for_every_turn) {
     BOOST_CHECK_EQUAL(turn.score, 0.0);
   }
   self->send_exit(sampler, caf::exit_reason::user_shutdown);
+}
+
+BOOST_AUTO_TEST_CASE(the_first_prompt_carries_retrieved_examples) {
+  // An index over the small Sakana-format corpus (CUDA kernels).
+  retrieval::build_options o;
+  o.corpus_path = std::string(KBRL_TEST_DATA) + "/retrieval/sakana_sample.jsonl";
+  o.mapping = retrieval::sakana_mapping();
+  o.output_dir = dir / "index";
+  o.embedding.builtin_dimension = 128;
+  auto built = retrieval::build_index(o);
+  BOOST_REQUIRE_MESSAGE(built, test::why(built));
+  retrieval::retrieval_settings rs;
+  rs.index_dir = dir / "index";
+  actor_stats rstats;
+  rstats.name = "test/retriever";
+  auto retriever = sys->spawn<caf::detached>(kbrl::retriever, rstats, rs,
+                                             retrieval::retriever_options_from(rs));
+
+  caf::scoped_actor self{*sys};
+  auto prompts = std::make_shared<std::vector<generation_request>>();
+  auto sampler = sys->spawn(test::scripted_sampler, std::vector<std::string>{"no code"}, prompts);
+  auto r = resources(sampler, caf::actor_cast<caf::actor>(self));
+  r->retriever = retriever;
+  r->retrieval_k = 2;
+  task.backend = kernel_backend::cuda;
+  auto s = settings();
+  s.max_turns = 1;
+  auto t = run(self, s, r);
+  BOOST_REQUIRE_EQUAL(prompts->size(), 1u);
+  auto& ids = prompts->front().prompt_tokens;
+  std::string first(ids.begin(), ids.end());
+  BOOST_CHECK_MESSAGE(first.find("Example 1") != std::string::npos, first.substr(0, 2000));
+  BOOST_CHECK(first.find("relu_gs") != std::string::npos); // the corpus's fastest ReLU kernel
+  self->send_exit(retriever, caf::exit_reason::user_shutdown);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -119,6 +119,8 @@ std::string first_prompt(const problem& p, const prompt_settings& s) {
     out += "Example: for this model\n```python\n" + example_problem()
            + "```\nan answer is\n```python\n" + example_answer(p.backend) + "```\n\n";
   }
+  if (!s.examples.empty())
+    out += s.examples + (s.examples.back() == '\n' ? "\n" : "\n\n");
   out += "The model to speed up:\n```python\n" + p.reference_source
          + (p.reference_source.empty() || p.reference_source.back() == '\n' ? "" : "\n")
          + "```\n\n";

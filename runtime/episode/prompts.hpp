@@ -22,6 +22,8 @@ struct prompt_settings {
   std::string hardware_notes;       ///< e.g. "NVIDIA H200 (Hopper, 141 GB HBM3e)"; "" to omit
   bool show_example = true;         ///< include the backend's example answer
   size_t history_token_budget = 12000; ///< whole conversation, counted with the tokenizer
+  /// Retrieved demonstrations (RA-ICL) put before the problem; "" for none.
+  std::string examples;
 };
 
 /// How a turn went, in the words later prompts use.

@@ -2,6 +2,7 @@
 
 #include "actors/membership.hpp"
 #include "actors/metrics.hpp"
+#include "actors/retriever.hpp"
 #include "actors/role_slot.hpp"
 #include "actors/sampler.hpp"
 #include "runtime/io/text.hpp"
@@ -92,6 +93,17 @@ std::vector<actor_entry> spawn_role_actors(node_pointer self) {
     }
     self->monitor(handle);
     out.push_back({stats.name, planned.role, handle});
+  }
+  // RA-ICL: the coordinator node serves retrieved examples to every node's episodes.
+  if (s.is_coordinator && !s.retrieval.index_dir.empty()) {
+    actor_stats stats;
+    stats.node = s.info.name;
+    stats.role = "retriever";
+    stats.name = actor_name(s.info.name, "retriever", -1);
+    auto handle = caf::actor_cast<caf::actor>(self->spawn<caf::detached>(
+      retriever, stats, s.retrieval, retrieval::retriever_options_from(s.retrieval)));
+    self->monitor(handle);
+    out.push_back({stats.name, "retriever", handle});
   }
   return out;
 }

@@ -18,6 +18,7 @@
 #include "actors/actor_stats.hpp"
 #include "actors/evaluator_supervisor.hpp"
 #include "messages/type_ids.hpp"
+#include "runtime/retrieval/retrieval_settings.hpp"
 #include "runtime/sampler/sampler_settings.hpp"
 
 #include <caf/io/middleman_actor.hpp>
@@ -45,6 +46,7 @@ struct node_settings {
   eval::engine_options eval_engine;   ///< template for each evaluator (scratch dirs filled per GPU)
   supervisor_settings eval_supervision;
   sampling::sampler_settings sampler; ///< template for each sampler (GPU and name filled per GPU)
+  retrieval::retrieval_settings retrieval; ///< the coordinator node serves RA-ICL when index_dir is set
 };
 
 struct node_actor_state {

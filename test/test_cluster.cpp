@@ -3,6 +3,8 @@
 // without a valid certificate. Bounded: every wait has a deadline; ports are picked free.
 
 #include "cluster_fixture.hpp"
+#include "runtime/retrieval/corpus.hpp"
+#include "runtime/retrieval/index_store.hpp"
 #include "runtime/device/devices.hpp"
 
 #include <boost/test/unit_test.hpp>
@@ -207,6 +209,33 @@ BOOST_AUTO_TEST_CASE(single_node_runs_all_roles_and_stops_on_time) {
   BOOST_CHECK(std::filesystem::exists(dir / "runs/solo/config.toml"));
   BOOST_CHECK(std::filesystem::exists(dir / "runs/solo/manifest.toml"));
   BOOST_CHECK(std::filesystem::exists(dir / "runs/solo/logs/local.log"));
+}
+
+BOOST_AUTO_TEST_CASE(the_coordinator_node_serves_retrieval_when_an_index_is_set) {
+  kbrl::retrieval::build_options o;
+  o.corpus_path = std::string(KBRL_TEST_DATA) + "/retrieval/sakana_sample.jsonl";
+  o.mapping = kbrl::retrieval::sakana_mapping();
+  o.output_dir = dir / "index";
+  o.embedding.builtin_dimension = 64;
+  auto built = kbrl::retrieval::build_index(o);
+  BOOST_REQUIRE_MESSAGE(built, why(built));
+  auto port = free_port();
+  ports["local"] = port;
+  child_process node({node_bin(), "--role", "evaluator", "--port", std::to_string(port),
+                      "run.dir=" + (dir / "runs"), "retrieval.index_dir=" + (dir / "index")},
+                     dir / "local.out");
+  BOOST_CHECK_MESSAGE(eventually(
+                        [&] {
+                          return shell("local", "status local/retriever").output.find(
+                                   "\"state\":\"ready\"")
+                                 != std::string::npos;
+                        },
+                        30s),
+                      shell("local", "status local/retriever", false).output << node.output());
+  auto status = shell("local", "status local/retriever", false).output;
+  BOOST_CHECK_MESSAGE(status.find("entries") != std::string::npos, status);
+  node.signal(SIGTERM);
+  BOOST_CHECK_EQUAL(node.wait_exit(20s), 0);
 }
 
 BOOST_AUTO_TEST_CASE(the_shell_restarts_an_evaluator_by_hand) {

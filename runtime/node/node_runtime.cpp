@@ -129,6 +129,7 @@ node_settings make_node_settings(const node_plan& plan, caf::actor_system& sys) 
   s.eval_engine = evaluation_engine_options(plan.run);
   s.eval_supervision = evaluation_supervision(plan.run);
   s.sampler = sampling::sampler_settings_from(plan.run, -1, "");
+  s.retrieval = retrieval::retrieval_settings_from(plan.run);
   return s;
 }
 

@@ -1,4 +1,4 @@
-// Where a run's problems come from and the order it sees them in, on ../shared/kernelbench.
+// Where a run's problems come from and the order it sees them in.
 
 #include "runtime/episode/problem_set.hpp"
 #include "test_support.hpp"

@@ -24,7 +24,12 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include <chrono>
+#include <memory>
 #include <set>
+
+namespace kbrl::train {
+struct learner_settings;
+}
 
 namespace kbrl {
 
@@ -45,6 +50,8 @@ struct node_settings {
   eval::engine_options eval_engine;   ///< template for each evaluator (scratch dirs filled per GPU)
   supervisor_settings eval_supervision;
   sampling::sampler_settings sampler; ///< template for each sampler (GPU and name filled per GPU)
+  /// The learner's settings (GPU filled in at spawn); null: the learner gets its defaults.
+  std::shared_ptr<const train::learner_settings> learner;
 };
 
 struct node_actor_state {

@@ -212,8 +212,8 @@ def main():
     parser.add_argument("--eps", type=float, default=1e-8)
     parser.add_argument("--weight-decay", type=float, default=0.01)
     parser.add_argument("--clip-norm", type=float, default=0.5,
-                        help="global gradient norm limit (0: none); the default clips the "
-                             "golden models' gradients, so clipping is compared too")
+                        help="global gradient norm limit (0: none); step.json records whether "
+                             "it bound (clipped_by_norm)")
     args = parser.parse_args()
 
     import peft

@@ -113,7 +113,8 @@ const std::vector<setting>& all_settings() {
     {"learner.logprob_chunk", setting_kind::integer, "1024",
      "Completion tokens whose logits are computed at once (memory: chunk x vocabulary x 4 "
      "bytes).", {}, 1},
-    {"learner.lora_r", setting_kind::integer, "16", "LoRA rank.", {}, 1, 4096},
+    {"learner.lora_r", setting_kind::integer, "16",
+     "Rank r of the LoRA factors (A is r x in_features, B is out_features x r).", {}, 1, 4096},
     {"learner.lora_alpha", setting_kind::real, "32.0",
      "LoRA alpha: the update is scaled by lora_alpha / lora_r (lora_alpha / sqrt(lora_r) with "
      "use_rslora).", {}, 0, inf, exclusive},

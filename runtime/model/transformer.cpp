@@ -121,7 +121,8 @@ caf::expected<transformer> transformer::from_checkpoint(const model_config& conf
                                                         const transformer_options& options) {
   if (!supported_run_dtype(options.dtype))
     return make_error(errc::invalid_argument,
-                      std::string("the model runs in float32, bfloat16, float16 or float64, not ")
+                      std::string("the model runs in float32, bfloat16 or float16 (float64 for "
+                                  "gradient checks), not ")
                         + c10::toString(options.dtype));
   if (auto ok = check_weights(config, checkpoint); !ok)
     return ok.error();

@@ -95,8 +95,9 @@ caf::expected<advantage_report> compute_advantages(std::vector<trajectory>& traj
           at.push_back(i);
       const double n = static_cast<double>(at.size());
       // Equal returns are tested directly: their floating-point mean need not equal them.
+      const double first = trajectories[at[0]].turns[turn].return_value;
       for (auto i : at)
-        if (trajectories[i].turns[turn].return_value != trajectories[at[0]].turns[turn].return_value)
+        if (trajectories[i].turns[turn].return_value != first)
           signal = true;
       double mean = 0;
       for (auto i : at)

@@ -18,7 +18,8 @@
 // Writing is atomic: everything goes into a hidden temporary directory beside the final one
 // (files synced), which is then renamed into place and only then listed in checkpoints.jsonl. A
 // crash at any point leaves the previous checkpoints valid: a temporary directory is never
-// listed (and is removed by the next save), and a torn line of checkpoints.jsonl is skipped. Resuming picks the newest listed checkpoint whose directory is complete.
+// listed (and is removed by the next save), and a torn line of checkpoints.jsonl is skipped.
+// Resuming picks the newest listed checkpoint whose directory is complete.
 //
 // Resuming restores the factors, AdamW's moments and step, and the generators, so the next step
 // computes exactly what it would have without the interruption (bit-identical on the CPU).

@@ -27,7 +27,7 @@ struct learner_settings {
   int64_t keep_checkpoints = 3;  ///< 0: keep all
   bool resume = true;
   bool publish_bytes = true;     ///< adapter_model.safetensors bytes inside each policy_update
-  std::string run_dir;           ///< the run's directory; the learner writes under <run_dir>/learner
+  std::string run_dir;           ///< the run's directory; the learner writes in <run_dir>/learner
 };
 
 /// The learner.* settings of `run` for a learner on `gpu` (-1: CPU) writing under `run_dir`.

@@ -19,6 +19,10 @@ namespace kbrl::train {
 
 namespace {
 
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 int64_t length_of(const training_sample& s) {
   return static_cast<int64_t>(s.prompt_tokens.size() + s.completion_tokens.size());
 }
@@ -56,7 +60,7 @@ struct lora_trainer::micro_batch {
   std::vector<std::size_t> samples;
   int64_t longest = 0;
   at::Tensor ids, positions, valid; ///< [B, L]
-  at::Tensor gather;                ///< [N] row-major positions b * L + s predicting a completion token
+  at::Tensor gather;                ///< [N] positions b * L + s that predict completion tokens
   at::Tensor targets;               ///< [N] the completion tokens
   at::Tensor sampler_logprobs;      ///< [N] (pg, ppo)
   at::Tensor advantages;            ///< [N]
@@ -290,7 +294,7 @@ lora_trainer::compute_gradients(const std::vector<training_sample>& samples) {
                         "trainer: the batch has no completion tokens to train on");
     stats.grad_norm = params_.grads().norm(2).item<double>();
     stats.step = steps_done();
-    stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    stats.seconds = seconds_since(start);
     return stats;
   } catch (const std::exception& e) {
     params_.zero_grad();
@@ -312,8 +316,8 @@ caf::expected<step_stats> lora_trainer::step(const std::vector<training_sample>&
     if (!std::isfinite(norm)) {
       params_.zero_grad();
       return make_error(errc::internal,
-                        "trainer: the gradient norm is not finite (loss " + std::to_string(stats->loss)
-                          + "); step skipped, parameters unchanged");
+                        "trainer: the gradient norm is not finite (loss "
+                          + std::to_string(stats->loss) + "); step skipped, parameters unchanged");
     }
     const double lr = next_lr();
     {
@@ -323,7 +327,7 @@ caf::expected<step_stats> lora_trainer::step(const std::vector<training_sample>&
     stats->grad_norm = norm;
     stats->lr = lr;
     stats->step = steps_done();
-    stats->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    stats->seconds = seconds_since(start);
     return stats;
   } catch (const std::exception& e) {
     return make_error(errc::internal, std::string("trainer: the optimiser step failed: ")

@@ -1,13 +1,12 @@
 #include "actors/learner.hpp"
 
+#include "runtime/train/memory_usage.hpp"
+
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
-
-#include <unistd.h>
 
 namespace kbrl {
 
@@ -23,15 +22,6 @@ std::string mebibytes(int64_t bytes) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
   return buf;
-}
-
-/// This process's resident memory, from /proc/self/statm (0 if unreadable).
-int64_t resident_bytes() {
-  std::ifstream statm("/proc/self/statm");
-  int64_t pages_total = 0, pages_resident = 0;
-  if (!(statm >> pages_total >> pages_resident))
-    return 0;
-  return pages_resident * static_cast<int64_t>(::sysconf(_SC_PAGESIZE));
 }
 
 std::vector<status_detail> learner_details(learner_state& st) {
@@ -70,7 +60,10 @@ std::vector<status_detail> learner_details(learner_state& st) {
                 + std::to_string(turns);
   d.push_back({"turns trained by sampling version", versions.empty() ? "none" : versions});
   d.push_back({"trainable parameters", std::to_string(r.trainable_parameters)});
-  d.push_back({"memory: resident", mebibytes(resident_bytes())});
+  d.push_back({"memory: resident", mebibytes(train::resident_bytes())});
+  if (auto gpu = train::cuda_memory(st.settings.gpu))
+    d.push_back({"memory: gpu (device-wide)",
+                 mebibytes(gpu->first) + " of " + mebibytes(gpu->second)});
   d.push_back({"memory: trainer state", mebibytes(r.state_bytes)});
   d.push_back({"memory: base weights", mebibytes(r.weight_bytes)});
   d.push_back({"last checkpoint", r.last_checkpoint.empty() ? "none" : r.last_checkpoint});

@@ -139,6 +139,10 @@ BOOST_AUTO_TEST_CASE(trains_publishes_refuses_stale_data_and_resumes) {
   auto bytes = model::read_text_file(fs::path(v1->adapter_dir) / model::lora_weights_name);
   BOOST_REQUIRE(bytes);
   BOOST_CHECK(std::string(v1->adapter_bytes.begin(), v1->adapter_bytes.end()) == *bytes);
+  auto config = model::parse_lora_config(v1->adapter_config, "update");
+  BOOST_REQUIRE_MESSAGE(config, test::why(config));
+  BOOST_CHECK_EQUAL(config->r, 4);
+  BOOST_CHECK_EQUAL(config->lora_alpha, 8.0);
   auto adapter = model::load_lora_adapter(v1->adapter_dir, model::tiny_model_config("qwen2"),
                                           at::TensorOptions().dtype(at::kFloat));
   BOOST_REQUIRE_MESSAGE(adapter, test::why(adapter));

@@ -130,6 +130,10 @@ caf::expected<void> learner_core::publish() {
     if (!bytes)
       return bytes.error();
     update.adapter_bytes.assign(bytes->begin(), bytes->end());
+    auto config = model::read_text_file(dir / model::lora_config_name);
+    if (!config)
+      return config.error();
+    update.adapter_config = std::move(*config);
   }
   latest_ = std::move(update);
   report_.version = version;

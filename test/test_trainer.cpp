@@ -85,6 +85,18 @@ train::trainer_options small_options() {
 
 double max_abs(const at::Tensor& t) { return t.abs().max().item<double>(); }
 
+/// The peak resident memory since the last reset_peak_memory(), from /proc/self/status.
+int64_t peak_resident_bytes() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmHWM:", 0) == 0)
+      return std::stoll(line.substr(6)) * 1024;
+  return 0;
+}
+
+/// Resets the peak (writing 5 to clear_refs resets VmHWM to the current resident size).
+void reset_peak_memory() { std::ofstream("/proc/self/clear_refs") << "5"; }
+
 } // namespace
 
 BOOST_AUTO_TEST_SUITE(trainer)
@@ -635,6 +647,59 @@ BOOST_AUTO_TEST_CASE(policy_gradient_steps_raise_the_reward) {
                      << " s)");
   BOOST_CHECK_GT(late, early + 0.25);
   BOOST_CHECK_EQUAL((*core)->latest().version, static_cast<uint64_t>(steps));
+}
+
+BOOST_AUTO_TEST_CASE(measure_a_step_of_a_small_model, *boost::unit_test::disabled()) {
+  // A measurement, disabled by default (--run_test=trainer/measure_a_step_of_a_small_model):
+  // one training step of a model of 8 layers, hidden 512, vocabulary 32000 (about 60M
+  // parameters) on the CPU in float32, on 4 sequences of 256 prompt + 768 completion tokens in
+  // one micro-batch, with and without gradient checkpointing and chunked logits.
+  temp_dir dir;
+  auto c = model::tiny_model_config("qwen2");
+  c.vocab_size = 32000;
+  c.hidden_size = 512;
+  c.intermediate_size = 1536;
+  c.num_hidden_layers = 8;
+  c.num_attention_heads = 8;
+  c.num_key_value_heads = 2;
+  c.head_dim = 64;
+  auto gen = at::detail::createCPUGenerator(1);
+  std::vector<train::training_sample> samples(4);
+  for (auto& s : samples) {
+    auto ids = at::randint(32000, {1024}, gen);
+    for (int64_t t = 0; t < 1024; ++t)
+      (t < 256 ? s.prompt_tokens : s.completion_tokens)
+        .push_back(static_cast<int32_t>(ids[t].item<int64_t>()));
+    s.sampler_logprobs.assign(768, -10.4f);
+    s.advantage = 1.0;
+  }
+  struct setup {
+    const char* name;
+    bool checkpointing;
+    int64_t chunk;
+  };
+  for (const auto& v : {setup{"plain autograd, logits at once", false, 1 << 20},
+                        setup{"checkpointed layers, logits in chunks of 256", true, 256}}) {
+    auto m = tiny_transformer(dir, c);
+    auto o = small_options();
+    o.lora_r = 16;
+    o.lora_alpha = 32;
+    o.micro_batch_tokens = 4096;
+    o.gradient_checkpointing = v.checkpointing;
+    o.logprob_chunk = v.chunk;
+    auto t = train::lora_trainer::create(m, o);
+    BOOST_REQUIRE(t);
+    BOOST_REQUIRE((*t)->step(samples)); // warm-up: allocator, thread pools
+    reset_peak_memory();
+    const int64_t before = peak_resident_bytes();
+    auto stats = (*t)->step(samples);
+    BOOST_REQUIRE_MESSAGE(stats, why(stats));
+    const int64_t peak = peak_resident_bytes() - before;
+    BOOST_TEST_MESSAGE("small qwen2 (60M), CPU float32, " << v.name << ": step of "
+                       << stats->tokens << " tokens in " << stats->seconds << " s = "
+                       << stats->tokens / stats->seconds << " tokens/s, peak memory +"
+                       << peak / (1024 * 1024) << " MiB");
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

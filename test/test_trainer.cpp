@@ -13,6 +13,7 @@
 #include "runtime/rl/advantages.hpp"
 #include "runtime/train/checkpoint.hpp"
 #include "runtime/train/chunked_logprobs.hpp"
+#include "runtime/train/layer_checkpoint.hpp"
 #include "runtime/train/learner_core.hpp"
 #include "runtime/train/trainer.hpp"
 #include "test_support.hpp"
@@ -20,6 +21,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/function.h>
 
 #include <boost/test/unit_test.hpp>
 
@@ -247,6 +249,36 @@ BOOST_AUTO_TEST_CASE(checkpointed_layers_give_the_same_gradients_with_dropout) {
   // The same seed draws the same masks.
   const auto [loss_again, again] = run(true, 0.1);
   BOOST_CHECK(at::equal(again, ckpt));
+}
+
+BOOST_AUTO_TEST_CASE(a_checkpointed_layer_keeps_only_its_input_and_recomputes) {
+  temp_dir dir;
+  auto m = tiny(dir);
+  auto t = train::lora_trainer::create(m, small_options());
+  BOOST_REQUIRE(t);
+  randomise(**t, 12);
+  auto gen = at::detail::createCPUGenerator(13);
+  auto hidden = at::randn({2, 5, 64}, gen);
+  auto positions = at::arange(5).unsqueeze(0).expand({2, 5});
+  auto mask = model::causal_mask(at::ones({2, 5}, at::kBool));
+  auto rotary = m.rotary(positions);
+  auto h1 = hidden.clone().requires_grad_(true), h2 = hidden.clone().requires_grad_(true);
+  auto plain = m.run_layer(1, h1, rotary, positions, mask);
+  auto ckpt = train::checkpointed_layer(m, 1, h2, rotary, positions, mask);
+  BOOST_CHECK(at::equal(plain, ckpt));
+  // One custom node stands for the whole layer (its activations are not in the graph).
+  BOOST_REQUIRE(ckpt.grad_fn());
+  BOOST_CHECK_MESSAGE(ckpt.grad_fn()->name().find("layer_function") != std::string::npos,
+                      ckpt.grad_fn()->name());
+  const auto& a = (*t)->lora().slots()[7].a; // layer 1's q_proj
+  auto g1 = torch::autograd::grad({plain.sum()}, {h1, a});
+  auto g2 = torch::autograd::grad({ckpt.sum()}, {h2, a});
+  BOOST_CHECK(at::equal(g1[0], g2[0]));
+  BOOST_CHECK(at::equal(g1[1], g2[1]));
+  BOOST_CHECK_GT(max_abs(g1[1]), 0.0);
+  // Without autograd it is the plain layer.
+  at::NoGradGuard no_grad;
+  BOOST_CHECK(!train::checkpointed_layer(m, 1, hidden, rotary, positions, mask).grad_fn());
 }
 
 BOOST_AUTO_TEST_CASE(chunked_logprobs_equal_the_direct_computation) {

@@ -14,16 +14,10 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-/// What the recomputation needs besides tensors that require grad, kept by the autograd node.
-struct layer_call : torch::CustomClassHolder {
-  model::transformer* model = nullptr;
-  int64_t index = 0;
-  model::rotary_embedding rotary;
-  at::Tensor positions, mask;
-  std::vector<model::linear_layer*> adapted; ///< layers with LoRA, in the order of the factors
-  at::Generator generator;                   ///< the dropout generator, if any
-  at::Tensor generator_state;                ///< its state before the forward
-};
+/// The model travels through the autograd context as an integer: the context holds IValues,
+/// and the model outlives the graph by this file's contract.
+int64_t as_integer(const model::transformer* m) { return reinterpret_cast<intptr_t>(m); }
+model::transformer* as_model(int64_t x) { return reinterpret_cast<model::transformer*>(x); }
 
 /// The layer's linear layers that carry LoRA factors, in a fixed order.
 std::vector<model::linear_layer*> adapted_layers(model::transformer& m, int64_t index) {
@@ -86,25 +80,36 @@ private:
 };
 
 struct layer_function : torch::autograd::Function<layer_function> {
+  /// `factors` are the LoRA factors attached to the layer (A, B per adapted linear layer, in
+  /// adapted_layers() order), passed so that autograd routes their gradients.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& hidden,
-                            at::TensorList factors, c10::IValue call_value) {
-    auto call = c10::static_intrusive_pointer_cast<layer_call>(call_value.toCapsule());
-    if (call->generator.defined()) {
-      std::lock_guard<std::mutex> lock(call->generator.mutex());
-      call->generator_state = call->generator.get_state();
+                            at::TensorList factors, int64_t model, int64_t index,
+                            const at::Tensor& cos, const at::Tensor& sin,
+                            const at::Tensor& positions, const at::Tensor& mask,
+                            at::Generator generator) {
+    if (generator.defined()) {
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      ctx->saved_data["generator_state"] = generator.get_state();
+      ctx->saved_data["generator"] = generator;
     }
-    auto out = call->model->run_layer(call->index, hidden, call->rotary, call->positions,
-                                      call->mask);
+    auto out = as_model(model)->run_layer(index, hidden, {cos, sin}, positions, mask);
     variable_list saved{hidden};
     saved.insert(saved.end(), factors.begin(), factors.end());
     ctx->save_for_backward(saved);
-    ctx->saved_data["call"] = std::move(call_value);
+    ctx->saved_data["model"] = model;
+    ctx->saved_data["index"] = index;
+    ctx->saved_data["cos"] = cos;
+    ctx->saved_data["sin"] = sin;
+    ctx->saved_data["positions"] = positions;
+    ctx->saved_data["mask"] = mask;
     return out;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
-    auto call = c10::static_intrusive_pointer_cast<layer_call>(
-      ctx->saved_data["call"].toCapsule());
+    auto& d = ctx->saved_data;
+    auto* m = as_model(d["model"].toInt());
+    const int64_t index = d["index"].toInt();
+    const model::rotary_embedding rotary{d["cos"].toTensor(), d["sin"].toTensor()};
     const auto saved = ctx->get_saved_variables();
     variable_list inputs;
     inputs.reserve(saved.size());
@@ -113,16 +118,25 @@ struct layer_function : torch::autograd::Function<layer_function> {
     const variable_list factors(inputs.begin() + 1, inputs.end());
     at::Tensor out;
     {
-      factor_swap swap(call->adapted, factors);
-      generator_rewind rewind(call->generator, call->generator_state);
+      factor_swap swap(adapted_layers(*m, index), factors);
+      at::Generator generator;
+      at::Tensor state;
+      if (d.count("generator") != 0) {
+        generator = d["generator"].toGenerator();
+        state = d["generator_state"].toTensor();
+      }
+      generator_rewind rewind(generator, state);
       at::AutoGradMode grad_on(true);
-      out = call->model->run_layer(call->index, inputs[0], call->rotary, call->positions,
-                                   call->mask);
+      out = m->run_layer(index, inputs[0], rotary, d["positions"].toTensor(),
+                         d["mask"].toTensor());
     }
     auto grads = torch::autograd::grad({out}, inputs, {grad_outputs[0]},
                                        /*retain_graph=*/false, /*create_graph=*/false,
                                        /*allow_unused=*/true);
-    grads.emplace_back(); // for the call, which is not a tensor
+    // One entry per forward argument: none for model, index, the rotary tables, positions,
+    // mask and generator, which take no gradient.
+    for (int i = 0; i < 7; ++i)
+      grads.emplace_back();
     return grads;
   }
 };
@@ -142,20 +156,14 @@ at::Tensor checkpointed_layer(model::transformer& model, int64_t index, const at
   }
   if (!at::GradMode::is_enabled() || !any_grad)
     return model.run_layer(index, hidden, rotary, positions, mask);
-  auto call = c10::make_intrusive<layer_call>();
-  call->model = &model;
-  call->index = index;
-  call->rotary = rotary;
-  call->positions = positions;
-  call->mask = mask;
-  call->adapted = std::move(adapted);
-  for (auto* l : call->adapted)
+  at::Generator generator; // the dropout generator, if any layer draws masks
+  for (auto* l : adapted)
     if (l->lora.dropout > 0 && l->lora.dropout_generator.defined()) {
-      call->generator = l->lora.dropout_generator;
+      generator = l->lora.dropout_generator;
       break;
     }
-  return layer_function::apply(hidden, at::TensorList(factors),
-                               c10::IValue::make_capsule(std::move(call)));
+  return layer_function::apply(hidden, at::TensorList(factors), as_integer(&model), index,
+                               rotary.cos, rotary.sin, positions, mask, generator);
 }
 
 } // namespace kbrl::train

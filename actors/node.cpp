@@ -1,5 +1,6 @@
 #include "actors/node.hpp"
 
+#include "actors/learner.hpp"
 #include "actors/membership.hpp"
 #include "actors/metrics.hpp"
 #include "actors/retriever.hpp"
@@ -79,6 +80,14 @@ std::vector<actor_entry> spawn_role_actors(node_pointer self) {
       continue;
     } else if (planned.role == "evaluator") {
       continue; // spawned and owned by the supervisor above
+    } else if (planned.role == "learner") {
+      auto settings = s.learner ? *s.learner : train::learner_settings{};
+      settings.gpu = planned.gpu;
+      if (settings.run_dir.empty())
+        settings.run_dir = s.run_dir;
+      // detached: loading the model and every training step block
+      handle = caf::actor_cast<caf::actor>(
+        self->spawn<caf::detached>(learner, stats, std::move(settings)));
     } else if (planned.role == "sampler") {
       auto settings = s.sampler;
       settings.gpu = planned.gpu;
@@ -105,6 +114,14 @@ std::vector<actor_entry> spawn_role_actors(node_pointer self) {
     self->monitor(handle);
     out.push_back({stats.name, "retriever", handle});
   }
+  // This node's samplers follow this node's learner; samplers elsewhere subscribe themselves
+  // (or are subscribed by the coordinator).
+  for (auto& l : out)
+    if (l.role == "learner")
+      for (auto& sampler : out)
+        if (sampler.role == "sampler")
+          self->send(caf::actor_cast<learner_actor>(l.handle), subscribe_atom::value,
+                     sampler.handle);
   return out;
 }
 

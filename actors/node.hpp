@@ -25,7 +25,12 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include <chrono>
+#include <memory>
 #include <set>
+
+namespace kbrl::train {
+struct learner_settings;
+}
 
 namespace kbrl {
 
@@ -47,6 +52,8 @@ struct node_settings {
   supervisor_settings eval_supervision;
   sampling::sampler_settings sampler; ///< template for each sampler (GPU and name filled per GPU)
   retrieval::retrieval_settings retrieval; ///< the coordinator node serves RA-ICL when index_dir is set
+  /// The learner's settings (GPU filled in at spawn); null: the learner gets its defaults.
+  std::shared_ptr<const train::learner_settings> learner;
 };
 
 struct node_actor_state {

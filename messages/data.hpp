@@ -277,12 +277,15 @@ struct policy_update {
   std::string base_model;
   std::string adapter_dir;
   std::vector<uint8_t> adapter_bytes;
+  /// The adapter_config.json text (rank, alpha, targets) that goes with adapter_bytes: a sampler
+  /// without access to adapter_dir needs both to rebuild the adapter. Empty without bytes.
+  std::string adapter_config;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, policy_update& x) {
   return f(caf::meta::type_name("policy_update"), x.version, x.learner_step, x.base_model,
-           x.adapter_dir, x.adapter_bytes);
+           x.adapter_dir, x.adapter_bytes, x.adapter_config);
 }
 
 // -- metrics --------------------------------------------------------------------------------------

@@ -157,11 +157,17 @@ using evaluator_supervisor_actor = caf::typed_actor<
 /// Trains the policy from scored trajectories and publishes new versions.
 using learner_actor = caf::typed_actor<
   status_handler, control_handler,
-  /// Trains one step on the batch; answers the policy version it produced. Fails with
-  /// errc::invalid_argument for data older than the allowed staleness.
+  /// Trains one step on the batch; answers the policy version it produced (the current one
+  /// again when every group of the batch was dropped for lack of signal) and sends it to every
+  /// subscriber. Fails with errc::invalid_argument for data older than the allowed staleness or
+  /// malformed (the batch is not trained on), errc::internal when the step itself failed, and
+  /// errc::not_supported while the learner has no model (its status says why).
   caf::replies_to<train_atom, trajectory_batch>::with<policy_update>,
   /// The latest published policy.
-  caf::replies_to<policy_atom>::with<policy_update>>;
+  caf::replies_to<policy_atom>::with<policy_update>,
+  /// Sends the handle (a sampler_actor) every new policy as `policy` messages, starting with the
+  /// current one, until the handle goes down.
+  caf::reacts_to<subscribe_atom, caf::actor>>;
 
 /// Runs the training loop: hands out problems, collects trajectories, drives the learner.
 using coordinator_actor = caf::typed_actor<

@@ -165,9 +165,11 @@ BOOST_AUTO_TEST_CASE(episode_policy_metric_round_trip) {
   kbrl::trajectory_batch batch{1, 2, {t, t}};
   check(batch);
   BOOST_CHECK_EQUAL(round_trip(batch).trajectories[1].turns[1].verdict.speedup, 2.0);
-  kbrl::policy_update u{3, 30, "Qwen/Qwen2.5-Coder-7B-Instruct", "/runs/x/step-30", {0, 1, 255}};
+  kbrl::policy_update u{3, 30, "Qwen/Qwen2.5-Coder-7B-Instruct", "/runs/x/step-30", {0, 1, 255},
+                        R"({"r": 16, "lora_alpha": 32})"};
   check(u);
   BOOST_CHECK_EQUAL(round_trip(u).adapter_bytes.back(), 255);
+  BOOST_CHECK_EQUAL(round_trip(u).adapter_config, u.adapter_config);
   kbrl::metric_record m{3, "train/loss", 0.25, 1700000000000, "head/learner"};
   check(m);
   check(std::vector<kbrl::metric_record>{m, m});

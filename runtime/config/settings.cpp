@@ -79,6 +79,90 @@ const std::vector<setting>& all_settings() {
     {"sampler.remote_token_prompts", setting_kind::boolean, "true",
      "Remote sampler: send prompts as token ids (vLLM, SGLang), so the learner sees exactly the "
      "tokens sampled from."},
+    {"learner.model", setting_kind::string, "\"\"",
+     "Model the learner trains a LoRA adapter for: directory (Hugging Face layout) or hub id; "
+     "empty: sampler.model (learner and samplers must share the base model)."},
+    {"learner.dtype", setting_kind::string, "\"bf16\"",
+     "Type of the frozen base weights; the adapter and optimiser state are always float32.",
+     {"bf16", "fp32"}},
+    {"learner.lr", setting_kind::real, "2e-05", "Peak learning rate of AdamW.", {}, 0, inf,
+     exclusive},
+    {"learner.weight_decay", setting_kind::real, "0.0",
+     "Decoupled weight decay of AdamW (applied to every LoRA factor).", {}, 0},
+    {"learner.adam_beta1", setting_kind::real, "0.9", "AdamW's beta1.", {}, 0, 0.999999},
+    {"learner.adam_beta2", setting_kind::real, "0.999", "AdamW's beta2.", {}, 0, 0.999999},
+    {"learner.adam_eps", setting_kind::real, "1e-08", "AdamW's epsilon.", {}, 0, inf, exclusive},
+    {"learner.schedule", setting_kind::string, "\"constant\"",
+     "Learning rate after warm-up: constant, or cosine decay to min_lr_ratio * lr at "
+     "total_steps.", {"constant", "cosine"}},
+    {"learner.warmup_steps", setting_kind::integer, "0",
+     "Optimiser steps over which the learning rate rises linearly to lr.", {}, 0},
+    {"learner.total_steps", setting_kind::integer, "1000",
+     "Cosine schedule: the optimiser step at which the decay ends (must exceed warmup_steps).",
+     {}, 1},
+    {"learner.min_lr_ratio", setting_kind::real, "0.0",
+     "Cosine schedule: the final learning rate as a fraction of lr.", {}, 0, 1},
+    {"learner.clip_norm", setting_kind::real, "1.0",
+     "Global L2 norm the gradient is clipped to before each step; 0 disables clipping.", {}, 0},
+    {"learner.micro_batch_tokens", setting_kind::integer, "16384",
+     "Padded tokens (sequences x longest sequence) per forward/backward pass; a step "
+     "accumulates gradients over as many micro-batches as its batch needs.", {}, 1},
+    {"learner.gradient_checkpointing", setting_kind::boolean, "true",
+     "Recompute each decoder layer during the backward pass instead of keeping its activations "
+     "(about a third more compute, far less memory)."},
+    {"learner.logprob_chunk", setting_kind::integer, "1024",
+     "Completion tokens whose logits are computed at once (memory: chunk x vocabulary x 4 "
+     "bytes).", {}, 1},
+    {"learner.lora_r", setting_kind::integer, "16",
+     "Rank r of the LoRA factors (A is r x in_features, B is out_features x r).", {}, 1, 4096},
+    {"learner.lora_alpha", setting_kind::real, "32.0",
+     "LoRA alpha: the update is scaled by lora_alpha / lora_r (lora_alpha / sqrt(lora_r) with "
+     "use_rslora).", {}, 0, inf, exclusive},
+    {"learner.lora_dropout", setting_kind::real, "0.0",
+     "Dropout probability on the LoRA input during training steps (seeded by run.seed).", {}, 0,
+     0.95},
+    {"learner.use_rslora", setting_kind::boolean, "false",
+     "Rank-stabilised LoRA scaling lora_alpha / sqrt(lora_r)."},
+    {"learner.target_modules", setting_kind::string_list,
+     "[\"q_proj\", \"k_proj\", \"v_proj\", \"o_proj\", \"gate_proj\", \"up_proj\", "
+     "\"down_proj\"]",
+     "Linear layers of every decoder layer that get LoRA factors.",
+     {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}},
+    {"learner.loss", setting_kind::string, "\"ppo\"",
+     "Loss: pg (policy gradient weighted by the importance ratio to the sampler's "
+     "log-probabilities), ppo (the same ratio clipped to [1 - eps_low, 1 + eps_high]) or sft "
+     "(cross-entropy on the completions).", {"pg", "ppo", "sft"}},
+    {"learner.eps_low", setting_kind::real, "0.2", "PPO clipping below: ratio >= 1 - eps_low.",
+     {}, 0, 0.999},
+    {"learner.eps_high", setting_kind::real, "0.28",
+     "PPO clipping above: ratio <= 1 + eps_high (DAPO's clip-higher).", {}, 0},
+    {"learner.kl_coef", setting_kind::real, "0.0",
+     "Weight of the KL penalty to the base model (the adapter switched off); > 0 costs one "
+     "extra forward pass per micro-batch.", {}, 0},
+    {"learner.aggregation", setting_kind::string, "\"token\"",
+     "How token losses are averaged: token (every completion token of the step weighs the "
+     "same) or sequence (mean per sequence, then over sequences).", {"token", "sequence"}},
+    {"learner.advantage", setting_kind::string, "\"grpo\"",
+     "Advantage within a group of trajectories: grpo ((return - mean) / std) or dr_grpo "
+     "(return - mean). Groups whose returns are all equal are dropped.", {"grpo", "dr_grpo"}},
+    {"learner.gamma", setting_kind::real, "1.0",
+     "Discount of later turns' scores in a multi-turn episode's returns.", {}, 0, 1},
+    {"learner.temperature", setting_kind::real, "1.0",
+     "Sampling temperature the log-probabilities are defined at: must be the temperature the "
+     "episodes sample with (0 counts as 1, as for greedy sampling).", {}, 0},
+    {"learner.max_staleness", setting_kind::integer, "4",
+     "Newest policy version minus the oldest version in a batch that the learner still trains "
+     "on; staler batches are refused.", {}, 0},
+    {"learner.checkpoint_every", setting_kind::integer, "50",
+     "Optimiser steps between checkpoints (adapter, optimiser, generators, data cursor); 0: "
+     "none.", {}, 0},
+    {"learner.keep_checkpoints", setting_kind::integer, "3",
+     "Newest checkpoints kept on disk; 0 keeps all.", {}, 0},
+    {"learner.resume", setting_kind::boolean, "true",
+     "Continue from the newest checkpoint under <run>/learner/checkpoints if there is one."},
+    {"learner.publish_bytes", setting_kind::boolean, "true",
+     "Send the adapter's weights inside each policy update, for samplers that cannot read the "
+     "learner's run directory."},
     {"eval.python", setting_kind::string, "\"auto\"",
      "Python interpreter (with torch) that runs the evaluation workers; auto: the first of "
      "$KBRL_PYTHON, python3 on PATH and /usr/bin/python3 that imports torch."},

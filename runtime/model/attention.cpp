@@ -37,7 +37,8 @@ at::Tensor grouped_attention(const at::Tensor& q, const at::Tensor& k, const at:
   const double scale = 1.0 / std::sqrt(static_cast<double>(dim));
   auto scores = at::matmul(folded_q, k.transpose(-1, -2)) * scale;
   scores = scores.masked_fill(folded_mask.logical_not(), -std::numeric_limits<double>::infinity());
-  const auto probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
+  const auto probs =
+    at::softmax(scores, -1, at::promote_types(q.scalar_type(), at::kFloat)).to(q.scalar_type());
   out = at::matmul(probs, v);
 #endif
   return out.reshape({batch, heads, queries, dim});

@@ -11,7 +11,8 @@
 
 namespace kbrl::model {
 
-/// log_softmax(logits(hidden) / temperature)[targets], float32 [batch, seq].
+/// log_softmax(logits(hidden) / temperature)[targets], float32 [batch, seq] (float64 for a
+/// float64 model).
 ///   hidden       [batch, seq, hidden_size], from transformer::forward()
 ///   targets      [batch, seq] token ids: position s scores targets[:, s] (for next-token
 ///                log-probabilities pass the ids shifted left by one)

@@ -15,7 +15,7 @@ namespace kbrl::model {
 namespace {
 
 bool supported_run_dtype(at::ScalarType t) {
-  return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf;
+  return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf || t == at::kDouble;
 }
 
 /// Reads the tensors of one checkpoint, converted to the run dtype and device. The checkpoint
@@ -68,14 +68,20 @@ int64_t bytes_of(const linear_layer& l) { return bytes_of(l.weight) + bytes_of(l
 at::Tensor linear_layer::forward(const at::Tensor& x) const {
   auto y = at::linear(x, weight, bias);
   if (lora.defined()) {
-    const auto delta = at::linear(at::linear(x.to(lora.a.scalar_type()), lora.a), lora.b);
+    auto input = x.to(lora.a.scalar_type());
+    if (lora.dropout > 0 && lora.dropout_generator.defined()) {
+      const auto keep = at::empty_like(input).bernoulli_(1.0 - lora.dropout,
+                                                          lora.dropout_generator);
+      input = input * keep / (1.0 - lora.dropout);
+    }
+    const auto delta = at::linear(at::linear(input, lora.a), lora.b);
     y = y + (delta * lora.scaling).to(y.scalar_type());
   }
   return y;
 }
 
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
-  const auto wide = x.to(at::kFloat);
+  const auto wide = x.to(at::promote_types(x.scalar_type(), at::kFloat));
   const auto normed = wide * at::rsqrt(wide.pow(2).mean(-1, /*keepdim=*/true) + eps);
   return weight * normed.to(x.scalar_type());
 }
@@ -115,7 +121,8 @@ caf::expected<transformer> transformer::from_checkpoint(const model_config& conf
                                                         const transformer_options& options) {
   if (!supported_run_dtype(options.dtype))
     return make_error(errc::invalid_argument,
-                      std::string("the model runs in float32, bfloat16 or float16, not ")
+                      std::string("the model runs in float32, bfloat16 or float16 (float64 for "
+                                  "gradient checks), not ")
                         + c10::toString(options.dtype));
   if (auto ok = check_weights(config, checkpoint); !ok)
     return ok.error();
@@ -238,7 +245,7 @@ at::Tensor transformer::forward(const at::Tensor& ids, const at::Tensor& positio
 }
 
 at::Tensor transformer::logits(const at::Tensor& hidden) const {
-  return at::linear(hidden, lm_head_).to(at::kFloat);
+  return at::linear(hidden, lm_head_).to(at::promote_types(options_.dtype, at::kFloat));
 }
 
 // ---- LoRA targets --------------------------------------------------------------------------------

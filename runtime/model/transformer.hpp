@@ -30,6 +30,7 @@
 #include "runtime/model/model_config.hpp"
 #include "runtime/model/rotary.hpp"
 
+#include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 #include <caf/expected.hpp>
 
@@ -46,16 +47,25 @@ class safetensors_checkpoint;
 struct transformer_options {
   /// Device of the weights and activations. Default: the CPU.
   at::Device device = at::kCPU;
-  /// Run dtype of weights and activations: at::kFloat, at::kBFloat16 or at::kHalf. RMSNorm and
-  /// the attention softmax compute in float32 inside, as transformers does. Default float32.
+  /// Run dtype of weights and activations: at::kFloat, at::kBFloat16 or at::kHalf (at::kDouble
+  /// too, for gradient checks against finite differences). RMSNorm and the attention softmax
+  /// compute in float32 inside (float64 for a float64 model), as transformers does. Default
+  /// float32.
   at::ScalarType dtype = at::kFloat;
 };
 
-/// The LoRA term of one linear layer: y += scaling * (x A^T) B^T. Undefined tensors: no term.
+/// The LoRA term of one linear layer: y += scaling * (dropout(x) A^T) B^T. Undefined tensors:
+/// no term.
 struct lora_factors {
   at::Tensor a;        ///< [r, in_features]
   at::Tensor b;        ///< [out_features, r]
   double scaling = 0;  ///< lora_alpha / r, or lora_alpha / sqrt(r) with rsLoRA
+  /// LoRA dropout while training, as PEFT's lora_dropout: each element of the term's input is
+  /// zeroed with this probability and the rest scaled by 1 / (1 - dropout), the masks drawn from
+  /// `dropout_generator` (on the model's device) so that a seeded run draws the same masks.
+  /// 0 or an undefined generator: no dropout (inference; PEFT in eval mode).
+  double dropout = 0;
+  at::Generator dropout_generator;
   bool defined() const { return a.defined() && b.defined(); }
 };
 
@@ -89,8 +99,8 @@ struct decoder_layer {
   mlp_block mlp;
 };
 
-/// RMSNorm as transformers computes it: in float32, x * rsqrt(mean(x^2) + eps), cast back to
-/// x's dtype, then times `weight`.
+/// RMSNorm as transformers computes it: in float32 (float64 for float64 x), x * rsqrt(mean(x^2) +
+/// eps), cast back to x's dtype, then times `weight`.
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
 
 /// The names of the linear layers LoRA can target, as PEFT's target_modules spells them.
@@ -131,7 +141,7 @@ public:
                      const cache_span& cache = {}) const;
 
   /// float32 logits of `hidden` ([..., hidden_size] -> [..., vocab_size]), computed in the run
-  /// dtype and then widened, as transformers does.
+  /// dtype and then widened, as transformers does (float64 for a float64 model).
   at::Tensor logits(const at::Tensor& hidden) const;
 
   /// The pieces of forward(), in order.

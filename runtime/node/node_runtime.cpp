@@ -7,6 +7,7 @@
 #include "runtime/io/text.hpp"
 #include "runtime/node/logging.hpp"
 #include "runtime/node/role_plan.hpp"
+#include "runtime/train/learner_settings.hpp"
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -130,6 +131,8 @@ node_settings make_node_settings(const node_plan& plan, caf::actor_system& sys) 
   s.eval_supervision = evaluation_supervision(plan.run);
   s.sampler = sampling::sampler_settings_from(plan.run, -1, "");
   s.retrieval = retrieval::retrieval_settings_from(plan.run);
+  if (auto learner = train::learner_settings_from(plan.run, -1, plan.run_dir))
+    s.learner = std::make_shared<const train::learner_settings>(std::move(*learner));
   return s;
 }
 
@@ -291,6 +294,8 @@ caf::expected<node_plan> plan_node(const node_launch& launch) {
     if (auto err = plan.run.apply_override(o))
       return err;
   if (auto ok = eval::validate_overrides(evaluation_engine_options(plan.run).rule_overrides); !ok)
+    return ok.error();
+  if (auto ok = train::learner_settings_from(plan.run, -1, ""); !ok)
     return ok.error();
   plan.run_dir = fs::absolute(fs::path(plan.run.get_string("run.dir")) / plan.run.get_string("run.name"))
                    .lexically_normal()

@@ -1,0 +1,193 @@
+#include "actors/learner.hpp"
+
+#include "runtime/train/memory_usage.hpp"
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdio>
+
+namespace kbrl {
+
+namespace {
+
+std::string number(double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", x);
+  return buf;
+}
+
+std::string mebibytes(int64_t bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
+
+std::vector<status_detail> learner_details(learner_state& st) {
+  std::vector<status_detail> d;
+  d.push_back({"model", st.settings.model.empty() ? "(none)" : st.settings.model});
+  d.push_back({"device", st.settings.gpu < 0 ? "cpu" : "cuda:" + std::to_string(st.settings.gpu)});
+  if (!st.core) {
+    d.push_back({"error", describe(st.core_failure)});
+    return d;
+  }
+  const auto& r = st.core->report();
+  d.push_back({"policy version", std::to_string(r.version)});
+  d.push_back({"step", std::to_string(r.step)});
+  if (r.last) {
+    const auto& s = *r.last;
+    d.push_back({"loss", number(s.loss)});
+    d.push_back({"policy loss", number(s.policy_loss)});
+    d.push_back({"kl", number(s.kl)});
+    d.push_back({"gradient norm", number(s.grad_norm)});
+    d.push_back({"learning rate", number(s.lr)});
+    d.push_back({"clip fraction", number(s.clip_fraction)});
+    d.push_back({"tokens per second", number(r.tokens_per_second)});
+    d.push_back({"last step", std::to_string(s.sequences) + " sequences, "
+                                + std::to_string(s.tokens) + " tokens in "
+                                + std::to_string(s.micro_batches) + " micro-batches, "
+                                + number(s.seconds) + " s"});
+  }
+  d.push_back({"mean score (last batch)", number(r.mean_score)});
+  d.push_back({"batches trained", std::to_string(r.batches_trained)});
+  d.push_back({"batches refused", std::to_string(r.batches_refused)});
+  d.push_back({"batches without signal", std::to_string(r.batches_without_signal)});
+  d.push_back({"groups dropped (equal rewards)", std::to_string(r.groups_dropped)});
+  std::string versions;
+  for (const auto& [version, turns] : r.turns_by_version)
+    versions += (versions.empty() ? "v" : ", v") + std::to_string(version) + ": "
+                + std::to_string(turns);
+  d.push_back({"turns trained by sampling version", versions.empty() ? "none" : versions});
+  d.push_back({"trainable parameters", std::to_string(r.trainable_parameters)});
+  d.push_back({"memory: resident", mebibytes(train::resident_bytes())});
+  if (auto gpu = train::cuda_memory(st.settings.gpu))
+    d.push_back({"memory: gpu (device-wide)",
+                 mebibytes(gpu->first) + " of " + mebibytes(gpu->second)});
+  d.push_back({"memory: trainer state", mebibytes(r.state_bytes)});
+  d.push_back({"memory: base weights", mebibytes(r.weight_bytes)});
+  d.push_back({"last checkpoint", r.last_checkpoint.empty() ? "none" : r.last_checkpoint});
+  if (!r.resumed_from.empty())
+    d.push_back({"resumed from", r.resumed_from});
+  if (!r.checkpoint_error.empty())
+    d.push_back({"checkpoint error", r.checkpoint_error});
+  d.push_back({"subscribers", std::to_string(st.subscribers.size())});
+  return d;
+}
+
+caf::error no_core(learner_state& st) {
+  return make_error(errc::not_supported,
+                    st.stats.name + " has no model to train: " + describe(st.core_failure));
+}
+
+} // namespace
+
+learner_actor::behavior_type learner(learner_pointer self, actor_stats stats,
+                                     train::learner_settings settings) {
+  auto& st = self->state;
+  st.stats = std::move(stats);
+  st.settings = std::move(settings);
+  try {
+    auto core = train::learner_core::start(st.settings);
+    if (core) {
+      st.core = std::move(*core);
+      spdlog::info("{} ready: {} on {}, {} trainable parameters, policy version {}{}",
+                   st.stats.name, st.settings.model,
+                   st.settings.gpu < 0 ? "cpu" : "cuda:" + std::to_string(st.settings.gpu),
+                   st.core->report().trainable_parameters, st.core->latest().version,
+                   st.core->report().resumed_from.empty()
+                     ? ""
+                     : " (resumed from " + st.core->report().resumed_from + ")");
+    } else {
+      st.core_failure = core.error();
+    }
+  } catch (const std::exception& e) { // c10::Error and friends stop here
+    st.core_failure = make_error(errc::internal, std::string("starting the learner: ") + e.what());
+  }
+  if (!st.core) {
+    st.stats.last_error = describe(st.core_failure);
+    spdlog::error("{} cannot train: {}", st.stats.name, st.stats.last_error);
+  }
+  self->set_down_handler([self](const caf::down_msg& msg) {
+    auto& subs = self->state.subscribers;
+    subs.erase(std::remove_if(subs.begin(), subs.end(),
+                              [&](const caf::actor& a) { return a.address() == msg.source; }),
+               subs.end());
+  });
+  return {
+    [self](status_atom) -> actor_status {
+      auto& st = self->state;
+      st.stats.count();
+      return st.stats.snapshot(st.core ? "idle" : "failed", self->mailbox().size(),
+                               learner_details(st), {"checkpoint"});
+    },
+    [self](control_atom, const std::string& verb,
+           const std::vector<std::string>&) -> caf::result<std::string> {
+      auto& st = self->state;
+      st.stats.count();
+      if (verb != "checkpoint")
+        return make_error(errc::not_supported,
+                          st.stats.name + " accepts the control verb checkpoint, got '" + verb
+                            + "'");
+      if (!st.core)
+        return no_core(st);
+      auto entry = st.core->checkpoint();
+      if (!entry)
+        return entry.error();
+      return "wrote checkpoint " + st.core->report().last_checkpoint + " at step "
+             + std::to_string(entry->step);
+    },
+    [self](train_atom, trajectory_batch& batch) -> caf::result<policy_update> {
+      auto& st = self->state;
+      st.stats.count();
+      if (!st.core)
+        return no_core(st);
+      const uint64_t before = st.core->latest().version;
+      caf::expected<policy_update> update{caf::error{}};
+      try {
+        update = st.core->train(std::move(batch));
+      } catch (const std::exception& e) {
+        update = make_error(errc::internal, std::string("training step: ") + e.what());
+      }
+      if (!update) {
+        st.stats.last_error = describe(update.error());
+        spdlog::warn("{}: {}", st.stats.name, st.stats.last_error);
+        return update.error();
+      }
+      if (update->version != before) {
+        const auto& r = st.core->report();
+        if (r.last)
+          spdlog::info("{} step {}: loss {:.4g}, gradient norm {:.3g}, {:.0f} tokens/s; policy "
+                       "version {}",
+                       st.stats.name, r.step, r.last->loss, r.last->grad_norm,
+                       r.tokens_per_second, update->version);
+        for (auto& sub : st.subscribers)
+          self->send(caf::actor_cast<sampler_actor>(sub), policy_atom::value, *update);
+      }
+      return std::move(*update);
+    },
+    [self](policy_atom) -> caf::result<policy_update> {
+      auto& st = self->state;
+      st.stats.count();
+      if (!st.core)
+        return no_core(st);
+      return st.core->latest();
+    },
+    [self](subscribe_atom, const caf::actor& handle) {
+      auto& st = self->state;
+      st.stats.count();
+      if (!handle)
+        return;
+      for (auto& s : st.subscribers)
+        if (s == handle)
+          return;
+      st.subscribers.push_back(handle);
+      self->monitor(handle);
+      if (st.core)
+        self->send(caf::actor_cast<sampler_actor>(handle), policy_atom::value,
+                   st.core->latest());
+    },
+  };
+}
+
+} // namespace kbrl

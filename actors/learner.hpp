@@ -1,0 +1,47 @@
+#pragma once
+// The learner actor: trains the policy on trajectory batches from any node and publishes each
+// new version to the samplers that subscribed.
+//
+// Protocol (interface: kbrl::learner_actor):
+//   on start            load the model, create the trainer, resume from the newest checkpoint,
+//                       write the current policy (train::learner_core::start); if that fails the
+//                       actor stays up, shows the error in its status and answers train with it
+//   train(batch)        refused when stale or malformed (errc::invalid_argument); otherwise one
+//                       optimisation step, the new version written under <run>/learner/policy/
+//                       and sent to every subscriber as policy(update), then answered
+//   policy              the newest policy_update
+//   subscribe(handle)   the handle gets the current policy now and every new one; monitored, and
+//                       forgotten when it goes down
+//   control checkpoint  writes a checkpoint now; answers its directory
+//   status              step, policy version, loss, gradient norm, learning rate, tokens per
+//                       second, memory, staleness of the data trained on, checkpoints
+// Blocking (model loading, training steps): spawned detached, on its own thread.
+
+#include "actors/actor_stats.hpp"
+#include "messages/type_ids.hpp"
+#include "runtime/train/learner_core.hpp"
+#include "runtime/train/learner_settings.hpp"
+
+#include <caf/typed_event_based_actor.hpp>
+
+#include <memory>
+#include <vector>
+
+namespace kbrl {
+
+struct learner_state {
+  static inline const char* name = "learner";
+  actor_stats stats;
+  train::learner_settings settings;
+  std::unique_ptr<train::learner_core> core;
+  caf::error core_failure;        ///< why there is no core
+  std::vector<caf::actor> subscribers;
+};
+
+using learner_pointer = learner_actor::stateful_pointer<learner_state>;
+
+/// Spawn with sys.spawn<caf::detached>(learner, stats, settings).
+learner_actor::behavior_type learner(learner_pointer self, actor_stats stats,
+                                     train::learner_settings settings);
+
+} // namespace kbrl

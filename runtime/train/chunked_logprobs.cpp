@@ -1,0 +1,75 @@
+#include "runtime/train/chunked_logprobs.hpp"
+
+#include "runtime/model/token_logprobs.hpp"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <algorithm>
+
+namespace kbrl::train {
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+/// The model travels through the autograd context as an integer (the context holds IValues);
+/// it outlives the graph by this file's contract.
+int64_t as_integer(const model::transformer* m) { return reinterpret_cast<intptr_t>(m); }
+const model::transformer* as_model(int64_t x) {
+  return reinterpret_cast<const model::transformer*>(x);
+}
+
+struct logprob_function : torch::autograd::Function<logprob_function> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& hidden,
+                            const at::Tensor& targets, int64_t model, double temperature,
+                            int64_t chunk) {
+    auto out = model::token_logprobs(*as_model(model), hidden, targets, temperature, chunk);
+    ctx->save_for_backward({hidden, targets});
+    ctx->saved_data["model"] = model;
+    ctx->saved_data["temperature"] = temperature;
+    ctx->saved_data["chunk"] = chunk;
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const auto* m = as_model(ctx->saved_data["model"].toInt());
+    const double temperature = ctx->saved_data["temperature"].toDouble();
+    const int64_t chunk = ctx->saved_data["chunk"].toInt();
+    const auto saved = ctx->get_saved_variables();
+    const auto& hidden = saved[0];
+    const auto& targets = saved[1];
+    const auto& grad_out = grad_outputs[0];
+    auto grad_hidden = at::zeros_like(hidden);
+    const int64_t seq = hidden.size(1);
+    for (int64_t begin = 0; begin < seq; begin += chunk) {
+      const int64_t n = std::min(chunk, seq - begin);
+      auto h = hidden.narrow(1, begin, n).detach().requires_grad_(true);
+      at::Tensor lp;
+      {
+        at::AutoGradMode grad_on(true);
+        lp = model::token_logprobs(*m, h, targets.narrow(1, begin, n), temperature, n);
+      }
+      auto g = torch::autograd::grad({lp}, {h}, {grad_out.narrow(1, begin, n)},
+                                     /*retain_graph=*/false, /*create_graph=*/false,
+                                     /*allow_unused=*/false);
+      grad_hidden.narrow(1, begin, n).copy_(g[0]);
+    }
+    // hidden, then targets, model, temperature and chunk, which take no gradient.
+    return {grad_hidden, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+} // namespace
+
+at::Tensor chunked_token_logprobs(const model::transformer& model, const at::Tensor& hidden,
+                                  const at::Tensor& targets, double temperature, int64_t chunk) {
+  TORCH_CHECK(chunk > 0, "chunked_token_logprobs: chunk must be > 0, got ", chunk);
+  if (!at::GradMode::is_enabled() || !hidden.requires_grad())
+    return model::token_logprobs(model, hidden, targets, temperature, chunk);
+  return logprob_function::apply(hidden, targets, as_integer(&model), temperature, chunk);
+}
+
+} // namespace kbrl::train

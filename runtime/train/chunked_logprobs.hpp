@@ -1,0 +1,27 @@
+#pragma once
+// Differentiable per-token log-probabilities whose memory does not grow with the vocabulary times
+// the sequence. model::token_logprobs() computes the logits chunk by chunk, but under autograd
+// every chunk's [chunk, vocab] logits (and softmax) stay alive for the backward pass: with a 150k
+// vocabulary and 16k completion tokens that is ~10 GB in float32. Here the forward keeps only
+// the hidden states and the targets; the backward recomputes one chunk's logits at a time and
+// back-propagates through it, so at most one chunk's logits exist at any moment.
+//
+// The numbers are token_logprobs()'s: log_softmax(logits / temperature)[target], the sampler's
+// definition (temperature 0 counts as 1).
+
+#include "runtime/model/transformer.hpp"
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+
+namespace kbrl::train {
+
+/// token_logprobs(model, hidden, targets, temperature, chunk), float32 [batch, seq] (float64
+/// for a float64 model), with the logits recomputed per chunk in the backward pass (see above).
+/// Gradients flow into `hidden`. With autograd off or `hidden` not requiring grad it is
+/// token_logprobs() itself. The model must outlive the graph.
+at::Tensor chunked_token_logprobs(const model::transformer& model, const at::Tensor& hidden,
+                                  const at::Tensor& targets, double temperature, int64_t chunk);
+
+} // namespace kbrl::train

@@ -72,6 +72,7 @@ inline learner_actor::behavior_type recording_learner(
       u.version = *version;
       return u;
     },
+    [](subscribe_atom, caf::actor) {},
   };
 }
 

@@ -24,6 +24,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 
@@ -316,10 +318,27 @@ BOOST_AUTO_TEST_CASE(the_builtin_backend_samples_as_the_engine_does_and_swaps_ad
   BOOST_REQUIRE_MESSAGE(after, test::why(after));
   BOOST_CHECK_EQUAL(after->policy_version, 1u);
   BOOST_CHECK(after->completion_tokens == adapted_tokens);
+  // The same adapter sent as bytes, as a learner on another node does.
+  auto slurp = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  auto weights = slurp(dir / "adapter-v1/adapter_model.safetensors");
+  update.version = 2;
+  update.adapter_dir = "/nonexistent/on/this/node";
+  update.adapter_bytes.assign(weights.begin(), weights.end());
+  update.adapter_config = slurp(dir / "adapter-v1/adapter_config.json");
+  self->send(s, policy_atom::value, update);
+  auto by_bytes = generate(self, s, req);
+  BOOST_REQUIRE_MESSAGE(by_bytes, test::why(by_bytes));
+  BOOST_CHECK_EQUAL(by_bytes->policy_version, 2u);
+  BOOST_CHECK(by_bytes->completion_tokens == adapted_tokens);
   auto st = status_of(self, s);
   BOOST_CHECK_EQUAL(status_detail_of(st, "backend"), "builtin");
-  BOOST_CHECK_EQUAL(status_detail_of(st, "policy version"), "1");
-  BOOST_CHECK_EQUAL(status_detail_of(st, "batch occupancy"), "0 / 4");
+  BOOST_CHECK_EQUAL(status_detail_of(st, "policy version"), "2");
+  // The engine thread updates its occupancy after the step that delivered the answer.
+  BOOST_CHECK(test::eventually(
+    [&] { return status_detail_of(status_of(self, s), "batch occupancy") == "0 / 4"; }, 10s));
   self->send_exit(s, caf::exit_reason::user_shutdown);
 }
 

@@ -2,6 +2,7 @@
 
 #include "messages/errors.hpp"
 #include "runtime/hub/resolve_model.hpp"
+#include "runtime/model/file_io.hpp"
 #include "runtime/model/generation_engine.hpp"
 #include "runtime/model/lora_adapter.hpp"
 #include "runtime/model/transformer.hpp"
@@ -9,7 +10,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 #include <atomic>
+#include <filesystem>
 #include <condition_variable>
 #include <future>
 #include <map>
@@ -19,6 +23,29 @@
 namespace kbrl::sampling {
 
 namespace {
+
+/// Writes an adapter that came as bytes (adapter_model.safetensors plus its adapter_config.json
+/// text) into a directory of this process's own, and returns it.
+caf::expected<std::string> adapter_from_bytes(const policy_update& update) {
+  if (update.adapter_bytes.empty() || update.adapter_config.empty())
+    return make_error(errc::invalid_argument,
+                      "policy version " + std::to_string(update.version) + ": the adapter "
+                        "directory \"" + update.adapter_dir + "\" is not readable here and the "
+                        "update carries no adapter bytes and config to rebuild it from");
+  namespace fs = std::filesystem;
+  auto dir = fs::temp_directory_path() / ("kbrl-policies-" + std::to_string(::getpid()))
+             / ("v" + std::to_string(update.version));
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  std::string_view weights(reinterpret_cast<const char*>(update.adapter_bytes.data()),
+                           update.adapter_bytes.size());
+  if (auto ok = model::write_file_atomically(dir / "adapter_model.safetensors", {weights}); !ok)
+    return ok.error();
+  if (auto ok = model::write_file_atomically(dir / "adapter_config.json", {update.adapter_config});
+      !ok)
+    return ok.error();
+  return dir.string();
+}
 
 /// An adapter swap asked for by the actor, done by the engine thread between steps.
 struct pending_policy {
@@ -65,13 +92,17 @@ public:
   }
 
   caf::expected<void> apply_policy(const policy_update& update) override {
-    if (update.adapter_dir.empty())
-      return make_error(errc::invalid_argument,
-                        "policy version " + std::to_string(update.version)
-                          + " carries no adapter directory; the built-in sampler loads PEFT "
-                            "adapters from one");
     auto job = std::make_shared<pending_policy>();
     job->update = update;
+    // A learner on another node sends the adapter itself: it gets a local directory.
+    std::error_code ec;
+    bool readable = !update.adapter_dir.empty() && std::filesystem::exists(update.adapter_dir, ec);
+    if (!readable) {
+      auto dir = adapter_from_bytes(update);
+      if (!dir)
+        return dir.error();
+      job->update.adapter_dir = *dir;
+    }
     auto result = job->done.get_future();
     {
       std::lock_guard<std::mutex> guard{mutex_};

@@ -94,7 +94,9 @@ void launch(coordinator_pointer self, const std::vector<problem>& problems, size
   if (eval)
     settings.sampling.temperature = 0; // held-out problems: greedy
   for (size_t i = 0; i < problems.size(); ++i) {
-    uint64_t group = (st.step + 1) * 1000 + i;
+    // Group ids: unique per step and problem; held-out runs get their own range so traces
+    // never show them in a training step's groups.
+    uint64_t group = (eval ? 1'000'000'000'000ull : 0) + (st.step + 1) * 100'000 + i;
     for (size_t g = 0; g < group_size; ++g) {
       actor_stats stats;
       stats.node = st.stats.node;

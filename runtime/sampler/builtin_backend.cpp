@@ -1,7 +1,7 @@
 #include "runtime/sampler/builtin_backend.hpp"
 
 #include "messages/errors.hpp"
-#include "runtime/hub/resolve_model.hpp"
+#include "runtime/model/load_policy.hpp"
 #include "runtime/model/file_io.hpp"
 #include "runtime/model/generation_engine.hpp"
 #include "runtime/model/lora_adapter.hpp"
@@ -206,13 +206,10 @@ make_builtin_backend(const sampler_settings& s) {
     return make_error(errc::invalid_config,
                       "sampler.model is empty: the built-in sampler needs a model directory or a "
                       "Hugging Face id (or set sampler.backend = \"remote\")");
-  auto dir = hub::resolve_model(s.model, hub::hub_options_from_environment());
+  auto dir = model::resolve_policy_dir(s.model);
   if (!dir)
     return dir.error();
-  model::transformer_options opts;
-  opts.dtype = s.dtype == "fp32" ? at::kFloat : at::kBFloat16;
-  if (s.gpu >= 0)
-    opts.device = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(s.gpu));
+  auto opts = model::placement_options({s.dtype, s.gpu});
   spdlog::info("loading {} ({}) onto {}", s.model, s.dtype, opts.device.str());
   auto loaded = model::transformer::load(*dir, opts);
   if (!loaded)

@@ -1,8 +1,8 @@
 #include "runtime/train/learner_core.hpp"
 
 #include "messages/errors.hpp"
-#include "runtime/hub/resolve_model.hpp"
 #include "runtime/model/file_io.hpp"
+#include "runtime/model/load_policy.hpp"
 #include "runtime/model/lora_adapter.hpp"
 #include "runtime/rl/advantages.hpp"
 
@@ -54,14 +54,7 @@ caf::expected<std::unique_ptr<learner_core>> learner_core::start(const learner_s
     return make_error(errc::invalid_config,
                       "learner.model and sampler.model are empty: the learner needs the model "
                       "directory or Hugging Face id it trains an adapter for");
-  auto dir = hub::resolve_model(s.model, hub::hub_options_from_environment());
-  if (!dir)
-    return dir.error();
-  model::transformer_options opts;
-  opts.dtype = s.dtype == "fp32" ? at::kFloat : at::kBFloat16;
-  if (s.gpu >= 0)
-    opts.device = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(s.gpu));
-  auto loaded = model::transformer::load(*dir, opts);
+  auto loaded = model::load_policy(s.model, {s.dtype, s.gpu});
   if (!loaded)
     return loaded.error();
   return start_with(std::make_unique<model::transformer>(std::move(*loaded)), s.model, s);

@@ -1,0 +1,31 @@
+#pragma once
+// One way for every role to get its policy model from a run config's words: a directory or hub
+// id, "bf16" or "fp32", and a GPU index (-1: the CPU).
+
+#include "runtime/model/transformer.hpp"
+
+#include <caf/expected.hpp>
+
+#include <filesystem>
+#include <string>
+
+namespace kbrl::model {
+
+/// Where and how a role runs the model.
+struct policy_placement {
+  std::string dtype = "bf16"; ///< "bf16" or "fp32"
+  int gpu = -1;               ///< CUDA device index; -1: the CPU
+};
+
+/// The transformer options for `placement`.
+transformer_options placement_options(const policy_placement& placement);
+
+/// The local directory of `model_ref` (a directory, or a hub id downloaded into the Hugging
+/// Face cache as the environment configures it).
+caf::expected<std::filesystem::path> resolve_policy_dir(const std::string& model_ref);
+
+/// Resolves `model_ref` and loads it as `placement` says.
+caf::expected<transformer> load_policy(const std::string& model_ref,
+                                       const policy_placement& placement);
+
+} // namespace kbrl::model

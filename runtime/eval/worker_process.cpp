@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 namespace kbrl::eval {
@@ -107,6 +108,14 @@ std::string find_in_path(const std::string& name) {
 }
 
 /// Runs the child side after fork: limits, fds, identity, exec. Never returns.
+/// fork() without the pthread_atfork handlers. A handler can block forever: OpenBLAS's waits for
+/// its busy threads, so starting a worker while a CPU sampler in the same process multiplies
+/// matrices deadlocked. The child only makes system calls and then execs, so it needs none of
+/// what the handlers prepare.
+pid_t fork_without_handlers() {
+  return static_cast<pid_t>(::syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, 0));
+}
+
 [[noreturn]] void exec_child(const exec_plan& plan, const worker_options& o, int in_read,
                              int out_write, int capture_write, bool drop) {
   ::setsid();
@@ -134,8 +143,10 @@ std::string find_in_path(const std::string& name) {
     // Keep going in the current directory; the worker reports its own problems.
   }
   if (drop) {
-    ::setgroups(0, nullptr);
-    if (::setgid(nobody_gid) != 0 || ::setuid(nobody_uid) != 0)
+    // Raw system calls: glibc's setuid/setgid/setgroups signal every thread the parent had
+    // (POSIX wants the change process-wide), and this child of a raw clone has only itself.
+    ::syscall(SYS_setgroups, 0, nullptr);
+    if (::syscall(SYS_setgid, nobody_gid) != 0 || ::syscall(SYS_setuid, nobody_uid) != 0)
       ::_exit(126);
   }
   ::execve(plan.argv[0], plan.argv.data(), plan.envp.data());
@@ -288,7 +299,7 @@ caf::expected<std::unique_ptr<worker_process>> worker_process::start(const worke
       || ::pipe2(capture, O_CLOEXEC) != 0)
     return make_error(errc::io_failure, std::string("cannot create pipes: ") + std::strerror(errno));
 
-  pid_t pid = ::fork();
+  pid_t pid = fork_without_handlers();
   if (pid < 0)
     return make_error(errc::io_failure, std::string("cannot fork: ") + std::strerror(errno));
   if (pid == 0)

@@ -1,0 +1,286 @@
+// kbrl-eval as a user runs it: real processes, the real evaluator (Python workers with torch on
+// the CPU, --backend torch) on the small test problems.
+//
+//   - a generations folder (test/data/evalcli, its README lists the expected verdicts) scored
+//     end to end: results.json, per-problem files, report.html in a headless browser,
+//     TensorBoard scalars at a step;
+//   - a re-run with the same output folder continues: finished problems are not evaluated again,
+//     a deleted problem file is; other settings are refused; Ctrl-C leaves a folder that the
+//     next run completes;
+//   - --model with a tiny random checkpoint: (garbage) completions drawn by the built-in sampler,
+//     parsed (format failures counted), written as a generations folder that --generations
+//     scores to the same verdicts.
+
+#include "cluster_fixture.hpp"
+#include "model_fixture.hpp"
+#include "runtime/model/random_checkpoint.hpp"
+#include "runtime/report/results_json.hpp"
+#include "test_support.hpp"
+#include "tfevents_reader.hpp"
+
+#include <boost/test/unit_test.hpp>
+
+#include <filesystem>
+#include <map>
+#include <thread>
+
+using namespace kbrl;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string tool = std::string(KBRL_BUILD_DIR) + "/kbrl-eval";
+const std::string problems = std::string(KBRL_TEST_DATA) + "/problems";
+const std::string fixture_generations = std::string(KBRL_TEST_DATA) + "/evalcli/generations";
+
+/// The command line shared by every run: the test problems as level 1, judged on the CPU.
+std::vector<std::string> eval_args(std::vector<std::string> extra) {
+  std::vector<std::string> argv{tool,          "--kernelbench", problems, "--backend", "torch",
+                                "--trials",    "2",             "--perf-trials",     "3",
+                                "--timeout",   "120"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return argv;
+}
+
+std::vector<report::sample_record> samples_of(const std::string& results_json) {
+  auto s = report::read_results_samples(results_json);
+  BOOST_REQUIRE_MESSAGE(s, test::why(s));
+  return *s;
+}
+
+/// (problem, sample) -> record.
+std::map<std::pair<std::string, int>, report::sample_record>
+by_sample(const std::vector<report::sample_record>& records) {
+  std::map<std::pair<std::string, int>, report::sample_record> out;
+  for (auto& r : records)
+    out[{r.problem, r.sample}] = r;
+  return out;
+}
+
+double aggregate(const std::string& results_json, const std::vector<std::string>& path) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element e;
+  BOOST_REQUIRE(!parser.load(results_json).get(e));
+  e = e["aggregate"];
+  for (auto& key : path)
+    BOOST_REQUIRE_MESSAGE(!e[key].get(e), "no " << key << " in " << results_json);
+  double v = -1;
+  BOOST_REQUIRE(!e.get(v));
+  return v;
+}
+
+bool contains(const std::string& text, const std::string& what) {
+  return text.find(what) != std::string::npos;
+}
+
+/// A tiny random Qwen2 with the byte tokenizer, as a model directory.
+std::string tiny_model(const test::temp_dir& dir) {
+  auto path = dir / "tiny-qwen2";
+  auto config = model::tiny_model_config("qwen2");
+  BOOST_REQUIRE(model::write_random_checkpoint(path, config, 11));
+  dir.write("tiny-qwen2/tokenizer.json", test::byte_tokenizer_json());
+  return path;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(eval_cli)
+
+BOOST_AUTO_TEST_CASE(a_generations_folder_is_scored_and_a_rerun_continues) {
+  test::temp_dir dir;
+  auto out = dir / "out";
+  auto tb = dir / "tb";
+  auto r = test::run_command(eval_args({"--generations", fixture_generations, "--output", out,
+                                        "--tensorboard", tb, "--step", "1200"}),
+                             240);
+  BOOST_REQUIRE_MESSAGE(r.code == 0, r.output);
+  BOOST_CHECK_MESSAGE(contains(r.output, "3 problems (0 finished before), 5 candidates"), r.output);
+  auto results = out + "/results.json";
+  auto records = samples_of(results);
+  BOOST_REQUIRE_EQUAL(records.size(), 6u);
+  auto s = by_sample(records);
+  auto& relu0 = s.at({"level1/1_small_relu", 0});
+  auto& relu1 = s.at({"level1/1_small_relu", 1});
+  auto& mm0 = s.at({"level1/2_small_matmul", 0});
+  auto& mm1 = s.at({"level1/2_small_matmul", 1});
+  auto& sm0 = s.at({"level1/4_small_softmax", 0});
+  auto& sm1 = s.at({"level1/4_small_softmax", 1});
+  BOOST_CHECK_MESSAGE(relu0.correct && relu0.extraction == "file", relu0.error_excerpt);
+  BOOST_CHECK_MESSAGE(relu1.correct && relu1.extraction == "python_block",
+                      relu1.error << ": " << relu1.error_excerpt); // the load_inline extension
+  BOOST_CHECK(relu0.speedup > 0 && relu0.kernel_ms > 0 && relu0.reference_ms > 0);
+  BOOST_CHECK_EQUAL(mm0.error, "mismatch");
+  BOOST_CHECK(!mm0.correct && mm0.compiled);
+  BOOST_CHECK_EQUAL(mm1.error, "missing");
+  BOOST_CHECK_MESSAGE(sm0.correct && sm0.extraction == "kernel_tag", sm0.error_excerpt);
+  BOOST_CHECK_EQUAL(sm1.error, "format");
+  BOOST_CHECK(contains(sm1.error_excerpt, "no ```python code block"));
+  BOOST_CHECK_EQUAL(relu1.source, "level1/1_small_relu/sample_1.txt");
+  // The aggregate (the fixture's README computes it by hand).
+  BOOST_CHECK_CLOSE(aggregate(results, {"overall", "correct_rate"}), 0.5, 1e-9);
+  BOOST_CHECK_CLOSE(aggregate(results, {"overall", "pass_at_k", "1"}), 0.5, 1e-9);
+  BOOST_CHECK_CLOSE(aggregate(results, {"overall", "pass_at_k", "2"}), 2.0 / 3, 1e-9);
+  BOOST_CHECK_CLOSE(aggregate(results, {"overall", "fast_p", "0"}), 2.0 / 3, 1e-9);
+  BOOST_CHECK_EQUAL(aggregate(results, {"overall", "errors", "format"}), 1.0);
+  BOOST_CHECK_EQUAL(aggregate(results, {"overall", "errors", "missing"}), 1.0);
+  // Per-problem files and the report.
+  BOOST_CHECK(fs::exists(out + "/problems/level1/1_small_relu.json"));
+  BOOST_CHECK(fs::exists(out + "/problems/level1/4_small_softmax.json"));
+  auto html = test::read_file(out + "/report.html");
+  BOOST_CHECK(contains(html, "<table id=\"summary\""));
+  BOOST_CHECK(contains(html, "level1/4_small_softmax"));
+  // TensorBoard: the metrics at step 1200, CRCs checked by the test's own reader.
+  std::vector<std::string> event_files;
+  for (auto& e : fs::directory_iterator(tb))
+    event_files.push_back(e.path().string());
+  BOOST_REQUIRE_EQUAL(event_files.size(), 1u);
+  std::vector<test::tf_event> events;
+  BOOST_REQUIRE_NO_THROW(events = test::read_event_file(event_files[0]));
+  BOOST_REQUIRE_EQUAL(events.size(), 2u);
+  BOOST_CHECK_EQUAL(events[1].step, 1200);
+  std::map<std::string, float> scalars(events[1].scalars.begin(), events[1].scalars.end());
+  BOOST_CHECK_EQUAL(scalars.at("eval/correct_rate"), 0.5f);
+  BOOST_CHECK_EQUAL(scalars.at("eval/pass@2"), static_cast<float>(2.0 / 3));
+  BOOST_CHECK(scalars.count("eval/level1/fast_1.0") == 1);
+
+  // The same command again: everything is finished, nothing is evaluated.
+  auto again = test::run_command(eval_args({"--generations", fixture_generations, "--output", out}),
+                                 120);
+  BOOST_REQUIRE_MESSAGE(again.code == 0, again.output);
+  BOOST_CHECK_MESSAGE(contains(again.output, "3 problems (3 finished before), 0 candidates"),
+                      again.output);
+  auto records_again = samples_of(results);
+  BOOST_REQUIRE_EQUAL(records_again.size(), 6u);
+  for (size_t i = 0; i < records.size(); ++i) {
+    BOOST_CHECK_EQUAL(records_again[i].error, records[i].error);
+    BOOST_CHECK_EQUAL(records_again[i].speedup, records[i].speedup); // read back, not re-timed
+  }
+
+  // A problem whose file is gone (as if interrupted before it finished) is evaluated again.
+  fs::remove(out + "/problems/level1/4_small_softmax.json");
+  auto partial = test::run_command(
+    eval_args({"--generations", fixture_generations, "--output", out}), 120);
+  BOOST_REQUIRE_MESSAGE(partial.code == 0, partial.output);
+  BOOST_CHECK_MESSAGE(contains(partial.output, "3 problems (2 finished before), 2 candidates"),
+                      partial.output);
+  BOOST_CHECK(!contains(partial.output, "1_small_relu sample"));
+  BOOST_CHECK(by_sample(samples_of(results)).at({"level1/4_small_softmax", 0}).correct);
+
+  // Other settings in the same folder are refused, naming the difference.
+  auto other = test::run_command(
+    eval_args({"--generations", fixture_generations, "--output", out, "--samples", "3"}), 60);
+  BOOST_CHECK_EQUAL(other.code, 1);
+  BOOST_CHECK_MESSAGE(contains(other.output, "samples: \"3\" now, \"2\""), other.output);
+}
+
+BOOST_AUTO_TEST_CASE(an_interrupted_run_is_continued) {
+  test::temp_dir dir;
+  // The second problem's candidate takes 60 s to construct: time to interrupt the run.
+  dir.write("gens/level1/1_small_relu/sample_0.py",
+            test::read_file(fixture_generations + "/level1/1_small_relu/sample_0.py"));
+  dir.write("gens/level1/4_small_softmax/sample_0.py",
+            "import time\nimport torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+            "    def __init__(self):\n        super().__init__()\n        time.sleep(60)\n\n"
+            "    def forward(self, x):\n        return torch.softmax(x, dim=1)\n");
+  auto out = dir / "out";
+  auto args = eval_args({"--generations", dir / "gens", "--output", out});
+  test::child_process run(args, dir / "run.log");
+  auto first = out + "/problems/level1/1_small_relu.json";
+  BOOST_REQUIRE_MESSAGE(test::eventually([&] { return fs::exists(first); }, std::chrono::seconds(90)),
+                        run.output());
+  run.signal(SIGINT);
+  BOOST_CHECK_EQUAL(run.wait_exit(std::chrono::seconds(10)), 130);
+  BOOST_CHECK_MESSAGE(contains(run.output(), "interrupted"), run.output());
+  BOOST_CHECK(!fs::exists(out + "/results.json"));
+  BOOST_CHECK(!fs::exists(out + "/problems/level1/4_small_softmax.json"));
+  // Continue with a quick candidate in place of the slow one.
+  dir.write("gens/level1/4_small_softmax/sample_0.py",
+            "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+            "    def forward(self, x):\n        return torch.softmax(x, dim=1)\n");
+  auto rest = test::run_command(args, 120);
+  BOOST_REQUIRE_MESSAGE(rest.code == 0, rest.output);
+  BOOST_CHECK_MESSAGE(contains(rest.output, "2 problems (1 finished before), 1 candidates"),
+                      rest.output);
+  auto records = samples_of(out + "/results.json");
+  BOOST_REQUIRE_EQUAL(records.size(), 2u);
+  BOOST_CHECK(records[0].correct && records[1].correct);
+}
+
+BOOST_AUTO_TEST_CASE(a_model_is_sampled_parsed_and_scored_like_its_generations) {
+  test::temp_dir dir;
+  auto model = tiny_model(dir);
+  auto out = dir / "out";
+  auto model_args = eval_args({"--model", model, "--levels", "1", "--problems", "1,4",
+                               "--samples", "2", "--max-new-tokens", "24", "--chat-format",
+                               "chatml", "--temperature", "1.0", "--output", out, "--config",
+                               "sampler.dtype=fp32", "--config", "sampler.slots=4", "--config",
+                               "sampler.max_seq_len=4096"});
+  auto r = test::run_command(model_args, 180);
+  BOOST_REQUIRE_MESSAGE(r.code == 0, r.output);
+  BOOST_CHECK_MESSAGE(contains(r.output, "4 candidates to evaluate, 4 to generate"), r.output);
+  auto records = samples_of(out + "/results.json");
+  BOOST_REQUIRE_EQUAL(records.size(), 4u);
+  for (auto& rec : records) {
+    // Random weights write no program: a format failure each, with the generation's facts.
+    BOOST_CHECK_EQUAL(rec.error, "format");
+    BOOST_CHECK(rec.completion_tokens > 0 && rec.completion_tokens <= 24);
+    BOOST_CHECK(!rec.finish.empty());
+    BOOST_CHECK(fs::exists(out + "/generations/" + rec.source));
+  }
+  BOOST_CHECK_EQUAL(aggregate(out + "/results.json", {"overall", "errors", "format"}), 4.0);
+  BOOST_CHECK_EQUAL(aggregate(out + "/results.json", {"overall", "pass_at_k", "2"}), 0.0);
+
+  // The completions it wrote, scored as a generations folder: the same verdicts.
+  auto rescored = dir / "rescored";
+  auto g = test::run_command(eval_args({"--generations", out + "/generations", "--output",
+                                        rescored}),
+                             120);
+  BOOST_REQUIRE_MESSAGE(g.code == 0, g.output);
+  auto again = by_sample(samples_of(rescored + "/results.json"));
+  BOOST_REQUIRE_EQUAL(again.size(), records.size());
+  for (auto& rec : records) {
+    auto& other = again.at({rec.problem, rec.sample});
+    BOOST_CHECK_EQUAL(other.error, rec.error);
+    BOOST_CHECK_EQUAL(other.correct, rec.correct);
+    BOOST_CHECK_EQUAL(other.error_excerpt, rec.error_excerpt);
+    BOOST_CHECK_EQUAL(other.source, rec.source);
+  }
+
+  // Re-run of the model run: the completions on disk are reused, nothing is generated again.
+  fs::remove(out + "/problems/level1/1_small_relu.json");
+  auto before = test::read_file(out + "/generations/level1/1_small_relu/sample_0.txt");
+  auto cont = test::run_command(model_args, 120);
+  BOOST_REQUIRE_MESSAGE(cont.code == 0, cont.output);
+  BOOST_CHECK_MESSAGE(contains(cont.output, "2 candidates to evaluate, 0 to generate"), cont.output);
+  BOOST_CHECK_EQUAL(test::read_file(out + "/generations/level1/1_small_relu/sample_0.txt"), before);
+}
+
+BOOST_AUTO_TEST_CASE(wrong_inputs_fail_with_a_clear_message) {
+  test::temp_dir dir;
+  auto out = dir / "out";
+  auto expect_failure = [&](std::vector<std::string> extra, const std::string& says) {
+    auto r = test::run_command(eval_args(std::move(extra)), 60);
+    BOOST_CHECK_MESSAGE(r.code != 0, "succeeded: " << r.output);
+    BOOST_CHECK_MESSAGE(contains(r.output, says), "expected \"" << says << "\" in:\n" << r.output);
+  };
+  expect_failure({"--output", out}, "--model PATH|ID");
+  expect_failure({"--generations", dir / "nowhere", "--output", out}, "not a folder");
+  expect_failure({"--model", dir / "m", "--output", out}, "--model needs --levels");
+  expect_failure({"--model", dir / "m", "--levels", "1", "--turns", "2", "--output", out},
+                 "multi-turn generation is not there yet");
+  expect_failure({"--model", dir / "m", "--levels", "1,x", "--output", out}, "not a level");
+  expect_failure({"--generations", fixture_generations, "--levels", "7", "--output", out},
+                 "no files for level 7");
+  expect_failure({"--generations", fixture_generations, "--output", out, "--config",
+                  "eval.isolaton=none"},
+                 "did you mean 'eval.isolation'");
+  // The byte tokenizer has no chat template: auto cannot pick a format, and says what to do.
+  auto model = tiny_model(dir);
+  expect_failure({"--model", model, "--levels", "1", "--output", out}, "--chat-format");
+  // An empty generations folder.
+  fs::create_directories(dir / "empty");
+  expect_failure({"--generations", dir / "empty", "--output", out}, "no candidate files");
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -34,11 +34,14 @@ const std::string tool = std::string(KBRL_BUILD_DIR) + "/kbrl-eval";
 const std::string problems = std::string(KBRL_TEST_DATA) + "/problems";
 const std::string fixture_generations = std::string(KBRL_TEST_DATA) + "/evalcli/generations";
 
-/// The command line shared by every run: the test problems as level 1, judged on the CPU.
+/// The command line shared by every run: the test problems as level 1, judged on the CPU. The
+/// evaluation caches live in the build folder (eval.cache_dir): only the first run after a fresh
+/// build compiles the fixture's C++ extension, later runs load what it built.
 std::vector<std::string> eval_args(std::vector<std::string> extra) {
   std::vector<std::string> argv{tool,          "--kernelbench", problems, "--backend", "torch",
                                 "--trials",    "2",             "--perf-trials",     "3",
-                                "--timeout",   "120"};
+                                "--timeout",   "300",           "--config",
+                                "eval.cache_dir=" + std::string(KBRL_BUILD_DIR) + "/test-cache/evalcli"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   return argv;
 }

@@ -23,6 +23,10 @@
 // Problems come from --kernelbench DIR or $KERNELBENCH_ROOT: a KernelBench checkout
 // (KernelBench/level<L>/), a folder of level<L>/ folders, or one folder of problem files.
 //
+// Caches: reference timings go to OUT/.cache/ and extensions are built in a scratch folder, unless
+// eval.cache_dir names a folder shared by runs (then both go there, and a candidate whose source
+// was built before is loaded, not built again).
+//
 // Exit status: 0 evaluated (whatever the verdicts), 1 a problem with the inputs, the output folder
 // or the evaluator (the message says which), 130 interrupted (re-run to continue).
 
@@ -69,7 +73,12 @@ namespace {
 namespace fs = std::filesystem;
 
 std::atomic<int> received_signal{0};
-extern "C" void on_stop_signal(int sig) { received_signal = sig; }
+/// SIGINT/SIGTERM while candidates are evaluated: the first asks main to stop at its next poll,
+/// a second one ends the process at once.
+extern "C" void kbrl_eval_on_signal(int sig) {
+  if (received_signal.exchange(sig) != 0)
+    std::_Exit(130);
+}
 
 using done_atom = caf::atom_constant<caf::atom("done")>;
 
@@ -272,9 +281,15 @@ caf::behavior collector(caf::event_based_actor* self, std::shared_ptr<run_contex
           record(i, std::move(base));
         });
   };
-  // Keeps up to generation_limit completions in flight.
+  // Keeps up to generation_limit completions in flight. It refers to itself only weakly: a
+  // strong self-reference would keep the sampler's handle alive for ever, and the actor system
+  // waits for every detached actor (the sampler is one) to be destroyed before it exits.
   auto pump = std::make_shared<std::function<void()>>();
-  *pump = [self, ctx, st, sampler, evaluate, record, pump] {
+  std::weak_ptr<std::function<void()>> weak_pump = pump;
+  *pump = [self, ctx, st, sampler, evaluate, record, weak_pump] {
+    auto pump = weak_pump.lock();
+    if (!pump)
+      return;
     while (st->generating < ctx->generation_limit && !st->to_generate.empty()) {
       auto i = st->to_generate.front();
       st->to_generate.pop_front();
@@ -337,7 +352,7 @@ caf::behavior collector(caf::event_based_actor* self, std::shared_ptr<run_contex
   (*pump)();
   if (ctx->items.empty())
     finish_if_done();
-  return {[](done_atom) {}};
+  return {[pump](done_atom) {}}; // the behavior owns the pump
 }
 
 // -- setting the run up --------------------------------------------------------------------------
@@ -839,15 +854,22 @@ int main(int argc, char** argv) {
   auto engine = evaluation_engine_options(run);
   if (auto ok = eval::validate_overrides(engine.rule_overrides); !ok)
     return fail(describe(ok.error()));
-  if (run.get_string("eval.cache_dir").empty())
-    engine.reference_cache_file = (out_dir / ".cache" / "reference_times.jsonl").string();
   char tmpl[] = "/tmp/kbrl-eval-XXXXXX";
   if (!::mkdtemp(tmpl))
     return fail("cannot create a scratch folder under /tmp");
   std::string scratch = tmpl;
   // Searchable by others: as root, workers run as nobody inside it.
   fs::permissions(scratch, fs::perms::others_exec, fs::perm_options::add, ec);
-  engine.worker.extensions_dir = scratch + "/extensions";
+  // Caches: with eval.cache_dir, reference timings and built extensions are shared by every run
+  // that names the folder (a candidate built once is loaded, not built, next time); without it,
+  // reference timings stay with the output folder and builds with this invocation.
+  auto cache_dir = run.get_string("eval.cache_dir");
+  if (cache_dir.empty()) {
+    engine.reference_cache_file = (out_dir / ".cache" / "reference_times.jsonl").string();
+    engine.worker.extensions_dir = scratch + "/extensions";
+  } else {
+    engine.worker.extensions_dir = (fs::path(cache_dir) / "extensions").string();
+  }
   std::vector<evaluator_slot> slots;
   auto add_slot = [&](int gpu, int index) {
     evaluator_slot s;
@@ -868,8 +890,6 @@ int main(int argc, char** argv) {
   auto supervision = evaluation_supervision(run);
   supervision.queue_capacity = ctx->items.size() + 1; // the collector bounds nothing itself
 
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
   int exit_code = 0;
   auto t0 = std::chrono::steady_clock::now();
   if (!ctx->items.empty()) {
@@ -907,6 +927,11 @@ int main(int argc, char** argv) {
     if (exit_code == 0) {
       caf::scoped_actor self{sys};
       auto coll = sys.spawn(collector, ctx, sup, sampler, caf::actor_cast<caf::actor>(self));
+      // Only while candidates are evaluated does a signal wait for the next poll; before (model
+      // loading) and after (shutdown) it ends the process as usual - no file is ever half
+      // written, so nothing is lost either way.
+      std::signal(SIGINT, kbrl_eval_on_signal);
+      std::signal(SIGTERM, kbrl_eval_on_signal);
       bool finished = false;
       while (!finished) {
         self->receive([&](done_atom) { finished = true; },
@@ -926,6 +951,8 @@ int main(int argc, char** argv) {
                       });
       }
       (void)coll;
+      std::signal(SIGINT, SIG_DFL);
+      std::signal(SIGTERM, SIG_DFL);
       if (sampler)
         caf::anon_send_exit(sampler, caf::exit_reason::user_shutdown);
       caf::anon_send_exit(sup, caf::exit_reason::user_shutdown);

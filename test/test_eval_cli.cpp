@@ -9,19 +9,29 @@
 //     next run completes;
 //   - --model with a tiny random checkpoint: (garbage) completions drawn by the built-in sampler,
 //     parsed (format failures counted), written as a generations folder that --generations
-//     scores to the same verdicts.
+//     scores to the same verdicts; with --adapter (a training checkpoint) the adapter is what
+//     generates, and --tensorboard --step logs the metrics at the checkpoint's step;
+//   - --model with a remote OpenAI-compatible server (the fake one of the remote sampler tests)
+//     whose answer holds a correct kernel: generated, extracted, evaluated;
+//   - where a GPU is present, a CUDA load_inline kernel scored with --backend cuda --gpu 0.
 
 #include "cluster_fixture.hpp"
 #include "model_fixture.hpp"
+#include "runtime/model/lora_adapter.hpp"
 #include "runtime/model/random_checkpoint.hpp"
+#include "runtime/device/devices.hpp"
+#include "runtime/io/json_writer.hpp"
 #include "runtime/report/results_json.hpp"
 #include "test_support.hpp"
 #include "tfevents_reader.hpp"
 
 #include <boost/test/unit_test.hpp>
+#include <curl/curl.h>
 
+#include <fcntl.h>
 #include <filesystem>
 #include <map>
+#include <sys/prctl.h>
 #include <thread>
 
 using namespace kbrl;
@@ -85,6 +95,89 @@ std::string tiny_model(const test::temp_dir& dir) {
   dir.write("tiny-qwen2/tokenizer.json", test::byte_tokenizer_json());
   return path;
 }
+
+/// test/data/remote/fake_openai_server.py as a process: its ports, and its fault queue through
+/// the control port. It exits when its stdin (a pipe held here) closes.
+class openai_server {
+public:
+  openai_server() {
+    std::vector<std::string> args{"/usr/bin/python3",
+                                  std::string(KBRL_TEST_DATA) + "/remote/fake_openai_server.py",
+                                  "--model", "fake-coder"};
+    int in[2], out[2];
+    BOOST_REQUIRE(::pipe2(in, O_CLOEXEC) == 0 && ::pipe2(out, O_CLOEXEC) == 0);
+    pid_ = ::fork();
+    BOOST_REQUIRE(pid_ >= 0);
+    if (pid_ == 0) {
+      ::dup2(in[0], 0);
+      ::dup2(out[1], 1);
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      std::vector<char*> argv;
+      for (auto& a : args)
+        argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    ::close(in[0]);
+    ::close(out[1]);
+    stdin_ = in[1];
+    std::string line;
+    char c;
+    while (::read(out[0], &c, 1) == 1 && c != '\n')
+      line += c;
+    ::close(out[0]);
+    simdjson::dom::parser parser;
+    simdjson::dom::element doc;
+    BOOST_REQUIRE_MESSAGE(!parser.parse(line).get(doc), "the fake server said: " << line);
+    int64_t port = 0, control = 0;
+    BOOST_REQUIRE(!doc["port"].get(port) && !doc["control_port"].get(control));
+    port_ = static_cast<int>(port);
+    control_port_ = static_cast<int>(control);
+  }
+  ~openai_server() {
+    ::close(stdin_);
+    ::kill(pid_, SIGTERM);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+  /// The next chat completion request is answered with `content` as the assistant's message.
+  void answer_next_chat_with(const std::string& content) {
+    json_writer reply;
+    reply.begin_object().field("id", "chatcmpl-1").field("object", "chat.completion")
+      .field("model", "fake-coder").key("choices").begin_array().begin_object()
+      .field("index", int64_t{0}).key("message").begin_object().field("role", "assistant")
+      .field("content", content).end_object();
+    // The remote sampler needs the sampled tokens' log-probabilities (the learner does).
+    reply.key("logprobs").begin_object().key("content").begin_array();
+    for (int t = 0; t < 3; ++t)
+      reply.begin_object().field("token", "token_id:" + std::to_string(10 + t))
+        .field("logprob", -0.5).end_object();
+    reply.end_array().end_object();
+    reply.field("finish_reason", "stop").end_object().end_array().end_object();
+    json_writer fault;
+    fault.begin_object().key("faults").begin_array().begin_object().field("kind", "body")
+      .field("path", "/v1/chat/completions").field("body", reply.str()).end_object()
+      .end_array().end_object();
+    CURL* curl = curl_easy_init();
+    auto control_url = "http://127.0.0.1:" + std::to_string(control_port_) + "/faults";
+    auto body = fault.str();
+    curl_easy_setopt(curl, CURLOPT_URL, control_url.c_str());
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 5000L);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION,
+                     +[](char*, size_t size, size_t count, void*) { return size * count; });
+    auto rc = curl_easy_perform(curl);
+    curl_easy_cleanup(curl);
+    BOOST_REQUIRE_MESSAGE(rc == CURLE_OK, curl_easy_strerror(rc));
+  }
+
+private:
+  pid_t pid_ = -1;
+  int stdin_ = -1;
+  int port_ = 0, control_port_ = 0;
+};
 
 } // namespace
 
@@ -257,6 +350,113 @@ BOOST_AUTO_TEST_CASE(a_model_is_sampled_parsed_and_scored_like_its_generations) 
   BOOST_REQUIRE_MESSAGE(cont.code == 0, cont.output);
   BOOST_CHECK_MESSAGE(contains(cont.output, "2 candidates to evaluate, 0 to generate"), cont.output);
   BOOST_CHECK_EQUAL(test::read_file(out + "/generations/level1/1_small_relu/sample_0.txt"), before);
+}
+
+BOOST_AUTO_TEST_CASE(a_checkpoints_adapter_is_what_generates_and_its_step_is_logged) {
+  test::temp_dir dir;
+  auto model = tiny_model(dir);
+  model::lora_config lc;
+  lc.r = 4;
+  lc.lora_alpha = 8;
+  lc.target_modules = {"q_proj", "v_proj", "down_proj"};
+  auto adapter = model::random_lora_adapter(model::tiny_model_config("qwen2"), lc, 5, /*std=*/0.5);
+  BOOST_REQUIRE(model::write_lora_adapter(dir / "checkpoint-300", adapter));
+  // One sample: greedy by default, so the two runs differ only by the adapter.
+  auto run = [&](const std::string& out, std::vector<std::string> extra) {
+    std::vector<std::string> args{"--model", model, "--levels", "1", "--problems", "1",
+                                  "--max-new-tokens", "16", "--chat-format", "none",
+                                  "--output", out, "--config", "sampler.dtype=fp32",
+                                  "--config", "sampler.slots=2", "--config",
+                                  "sampler.max_seq_len=4096"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return test::run_command(eval_args(args), 120);
+  };
+  auto base = run(dir / "base", {});
+  BOOST_REQUIRE_MESSAGE(base.code == 0, base.output);
+  auto tuned = run(dir / "tuned", {"--adapter", dir / "checkpoint-300", "--tensorboard",
+                                   dir / "tb", "--step", "300"});
+  BOOST_REQUIRE_MESSAGE(tuned.code == 0, tuned.output);
+  auto completion = "/generations/level1/1_small_relu/sample_0.txt";
+  auto base_text = test::read_file(dir / "base" + completion);
+  auto tuned_text = test::read_file(dir / "tuned" + completion);
+  BOOST_CHECK(!base_text.empty());
+  BOOST_CHECK_MESSAGE(base_text != tuned_text, "the adapter changed nothing: " << base_text);
+  std::vector<std::string> event_files;
+  for (auto& e : fs::directory_iterator(dir / "tb"))
+    event_files.push_back(e.path().string());
+  BOOST_REQUIRE_EQUAL(event_files.size(), 1u);
+  auto events = test::read_event_file(event_files[0]);
+  BOOST_REQUIRE_EQUAL(events.size(), 2u);
+  BOOST_CHECK_EQUAL(events[1].step, 300);
+  // The run records which adapter it evaluated; an adapter that cannot be loaded stops the run.
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  BOOST_REQUIRE(!parser.load(dir / "tuned/results.json").get(doc));
+  std::string_view recorded;
+  BOOST_REQUIRE(!doc["run"]["adapter"].get(recorded));
+  BOOST_CHECK(contains(std::string(recorded), "checkpoint-300"));
+  auto broken = run(dir / "broken", {"--adapter", dir / "no-such-checkpoint"});
+  BOOST_CHECK_EQUAL(broken.code, 1);
+  BOOST_CHECK_MESSAGE(contains(broken.output, "the adapter was not applied")
+                        && contains(broken.output, "no-such-checkpoint"),
+                      broken.output);
+}
+
+BOOST_AUTO_TEST_CASE(a_remote_server_writes_the_kernels) {
+  // An OpenAI-compatible server (the fake one): one answer holds a correct program, the other
+  // is the fake model's own text (no code).
+  openai_server server;
+  server.answer_next_chat_with("Here it is:\n```python\n"
+                               + test::read_file(fixture_generations
+                                                 + "/level1/1_small_relu/sample_0.py")
+                               + "```\n");
+  test::temp_dir dir;
+  auto out = dir / "out";
+  auto r = test::run_command(
+    eval_args({"--model", "fake-coder", "--levels", "1", "--problems", "1", "--samples", "2",
+               "--max-new-tokens", "8", "--output", out, "--config", "sampler.backend=remote",
+               "--config", "sampler.remote_url=" + server.url(), "--config",
+               "sampler.remote_api=chat"}),
+    120);
+  BOOST_REQUIRE_MESSAGE(r.code == 0, r.output);
+  auto records = samples_of(out + "/results.json");
+  BOOST_REQUIRE_EQUAL(records.size(), 2u);
+  size_t correct = 0, format = 0;
+  for (auto& rec : records) {
+    correct += rec.correct ? 1 : 0;
+    format += rec.error == "format" ? 1 : 0;
+  }
+  BOOST_CHECK_MESSAGE(correct == 1u, r.output << test::read_file(out + "/results.json"));
+  BOOST_CHECK_EQUAL(format, 1u);
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  BOOST_REQUIRE(!parser.load(out + "/results.json").get(doc));
+  std::string_view prompt;
+  BOOST_REQUIRE(!doc["run"]["prompt"].get(prompt));
+  BOOST_CHECK(contains(std::string(prompt), "chat endpoint"));
+}
+
+BOOST_AUTO_TEST_CASE(on_a_gpu_cuda_kernels_are_scored) {
+  if (cuda_device_count() == 0) {
+    BOOST_TEST_MESSAGE("no CUDA device: the CUDA generations are checked on the GPU machine");
+    return;
+  }
+  test::temp_dir dir;
+  auto out = dir / "out";
+  std::vector<std::string> args{tool, "--kernelbench", problems, "--backend", "cuda", "--gpu", "0",
+                                "--generations", std::string(KBRL_TEST_DATA)
+                                                   + "/evalcli/generations_cuda",
+                                "--output", out, "--compare-torch-compile"};
+  auto r = test::run_command(args, 600);
+  BOOST_REQUIRE_MESSAGE(r.code == 0, r.output);
+  auto s = by_sample(samples_of(out + "/results.json"));
+  auto& kernel = s.at({"level1/1_small_relu", 0});
+  auto& plain = s.at({"level1/1_small_relu", 1});
+  BOOST_CHECK_MESSAGE(kernel.correct && kernel.speedup > 0, kernel.error << ": "
+                                                               << kernel.error_excerpt);
+  BOOST_CHECK_EQUAL(plain.error, "static_check");
+  auto html = test::read_file(out + "/report.html");
+  BOOST_CHECK(contains(html, "vs-compile"));
 }
 
 BOOST_AUTO_TEST_CASE(wrong_inputs_fail_with_a_clear_message) {

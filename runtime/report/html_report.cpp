@@ -199,7 +199,7 @@ void problem_chart(std::string& out, const std::vector<problem_summary>& problem
            + num(s) + "x</text>";
   }
   const double n = std::max<double>(1, static_cast<double>(problems.size()));
-  const double slot = plot_w / n, bar = std::max(1.0, slot * 0.8);
+  const double slot = plot_w / n, bar = std::clamp(slot * 0.8, 1.0, 36.0);
   const double base = y_of(1.0);
   for (size_t i = 0; i < problems.size(); ++i) {
     auto& p = problems[i];

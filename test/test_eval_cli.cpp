@@ -217,7 +217,7 @@ BOOST_AUTO_TEST_CASE(a_generations_folder_is_scored_and_a_rerun_continues) {
   BOOST_CHECK_CLOSE(aggregate(results, {"overall", "correct_rate"}), 0.5, 1e-9);
   BOOST_CHECK_CLOSE(aggregate(results, {"overall", "pass_at_k", "1"}), 0.5, 1e-9);
   BOOST_CHECK_CLOSE(aggregate(results, {"overall", "pass_at_k", "2"}), 2.0 / 3, 1e-9);
-  BOOST_CHECK_CLOSE(aggregate(results, {"overall", "fast_p", "0"}), 2.0 / 3, 1e-9);
+  BOOST_CHECK_CLOSE(aggregate(results, {"overall", "fast_p", "0.0"}), 2.0 / 3, 1e-9);
   BOOST_CHECK_EQUAL(aggregate(results, {"overall", "errors", "format"}), 1.0);
   BOOST_CHECK_EQUAL(aggregate(results, {"overall", "errors", "missing"}), 1.0);
   // Per-problem files and the report.

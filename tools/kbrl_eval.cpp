@@ -365,6 +365,17 @@ std::string problem_root(const cli_options& o) {
   return env ? env : "";
 }
 
+/// The backend and precision the candidates of `p` are written for and checked in (the command
+/// line has checked both names).
+void set_task(const cli_options& o, problem& p) {
+  parse_enum(o.backend, p.backend,
+             {kernel_backend::cuda, kernel_backend::triton, kernel_backend::torch,
+              kernel_backend::hip, kernel_backend::cute, kernel_backend::tilelang,
+              kernel_backend::thunderkittens});
+  parse_enum(o.precision, p.precision,
+             {kernel_precision::fp32, kernel_precision::fp16, kernel_precision::bf16});
+}
+
 /// --generations: the problems the folder (and the flags) name, and one work item per file.
 caf::error plan_generations(const cli_options& o, run_context& ctx, report::run_info& info) {
   auto scan = report::scan_generations(o.generations);
@@ -437,13 +448,8 @@ caf::error plan_generations(const cli_options& o, run_context& ctx, report::run_
     return make_error(errc::invalid_argument,
                       "no problem under " + root + " for " + std::to_string(unknown.size())
                         + " file(s) of " + o.generations + ", e.g. " + unknown.front());
-  kernel_backend backend = kernel_backend::cuda;
-  parse_enum(o.backend, backend,
-             {kernel_backend::cuda, kernel_backend::triton, kernel_backend::torch,
-              kernel_backend::hip, kernel_backend::cute, kernel_backend::tilelang,
-              kernel_backend::thunderkittens});
   for (auto& p : problems)
-    p.backend = backend;
+    set_task(o, p);
   // One item per file of a selected sample and turn; a sample without any file is missing.
   std::map<std::tuple<int32_t, int32_t, int32_t>, std::vector<const report::generation_file*>>
     by_sample;
@@ -506,15 +512,10 @@ caf::error plan_model(const cli_options& o, run_context& ctx, report::run_info& 
   auto problems = report::select_problems(root, *levels, *numbers);
   if (!problems)
     return problems.error();
-  kernel_backend backend = kernel_backend::cuda;
-  parse_enum(o.backend, backend,
-             {kernel_backend::cuda, kernel_backend::triton, kernel_backend::torch,
-              kernel_backend::hip, kernel_backend::cute, kernel_backend::tilelang,
-              kernel_backend::thunderkittens});
   ctx.problems = std::move(*problems);
   int32_t samples = o.samples > 0 ? o.samples : 1;
   for (size_t pi = 0; pi < ctx.problems.size(); ++pi) {
-    ctx.problems[pi].backend = backend;
+    set_task(o, ctx.problems[pi]);
     for (int32_t s = 0; s < samples; ++s) {
       work_item w;
       w.problem = pi;

@@ -91,6 +91,9 @@ void write_signature(json_writer& w, const run_signature& sig) {
   w.end_object();
 }
 
+/// A threshold as KernelBench's analysis writes it (Python's str of a float): "0.0", "1.5".
+std::string threshold_key(double p) { return fast_p_name(p).substr(5); }
+
 void write_group(json_writer& w, const metric_group& g, const std::vector<double>& thresholds) {
   w.begin_object()
     .field("name", g.name)
@@ -106,11 +109,11 @@ void write_group(json_writer& w, const metric_group& g, const std::vector<double
   w.end_object();
   w.key("fast_p").begin_object();
   for (size_t i = 0; i < thresholds.size(); ++i)
-    w.field(number_text(thresholds[i]), g.fast_p[i]);
+    w.field(threshold_key(thresholds[i]), g.fast_p[i]);
   w.end_object();
   w.key("fast_p_best_of_n").begin_object();
   for (size_t i = 0; i < thresholds.size(); ++i)
-    w.field(number_text(thresholds[i]), g.fast_p_best[i]);
+    w.field(threshold_key(thresholds[i]), g.fast_p_best[i]);
   w.end_object();
   w.field("timed_correct", static_cast<uint64_t>(g.timed_correct))
     .field("geomean_speedup", g.geomean_speedup);
@@ -120,7 +123,7 @@ void write_group(json_writer& w, const metric_group& g, const std::vector<double
       .field("geomean_speedup", g.geomean_speedup_vs_compile);
     w.key("fast_p").begin_object();
     for (size_t i = 0; i < thresholds.size(); ++i)
-      w.field(number_text(thresholds[i]), g.fast_p_vs_compile[i]);
+      w.field(threshold_key(thresholds[i]), g.fast_p_vs_compile[i]);
     w.end_object().end_object();
   }
   w.key("errors").begin_object();

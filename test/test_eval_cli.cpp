@@ -4,6 +4,7 @@
 //   - a generations folder (test/data/evalcli, its README lists the expected verdicts) scored
 //     end to end: results.json, per-problem files, report.html in a headless browser,
 //     TensorBoard scalars at a step;
+//   - multi-turn generations (sample_<S>/turn_<T>) scored per turn and best of turns;
 //   - a re-run with the same output folder continues: finished problems are not evaluated again,
 //     a deleted problem file is; other settings are refused; Ctrl-C leaves a folder that the
 //     next run completes;
@@ -301,6 +302,41 @@ BOOST_AUTO_TEST_CASE(an_interrupted_run_is_continued) {
   auto records = samples_of(out + "/results.json");
   BOOST_REQUIRE_EQUAL(records.size(), 2u);
   BOOST_CHECK(records[0].correct && records[1].correct);
+}
+
+BOOST_AUTO_TEST_CASE(multi_turn_generations_are_scored_per_turn) {
+  // One sample of ReLU in two turns: a wrong first attempt, then a correct one.
+  test::temp_dir dir;
+  dir.write("gens/level1/1_small_relu/sample_0/turn_0.py",
+            "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+            "    def forward(self, x):\n        return torch.abs(x)\n");
+  dir.write("gens/level1/1_small_relu/sample_0/turn_1.txt",
+            "Fixed:\n```python\n"
+              + test::read_file(fixture_generations + "/level1/1_small_relu/sample_0.py")
+              + "```\n");
+  auto out = dir / "out";
+  auto r = test::run_command(eval_args({"--generations", dir / "gens", "--output", out}), 120);
+  BOOST_REQUIRE_MESSAGE(r.code == 0, r.output);
+  auto records = samples_of(out + "/results.json");
+  BOOST_REQUIRE_EQUAL(records.size(), 2u);
+  BOOST_CHECK_EQUAL(records[0].turn, 0);
+  BOOST_CHECK_EQUAL(records[0].error, "mismatch");
+  BOOST_CHECK_EQUAL(records[1].turn, 1);
+  BOOST_CHECK(records[1].correct);
+  auto results = out + "/results.json";
+  BOOST_CHECK_EQUAL(aggregate(results, {"overall", "correct_rate"}), 1.0); // best of turns
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  BOOST_REQUIRE(!parser.load(results).get(doc));
+  simdjson::dom::array turns;
+  BOOST_REQUIRE(!doc["aggregate"]["turns"].get(turns));
+  BOOST_REQUIRE_EQUAL(turns.size(), 2u);
+  double after0 = -1, after1 = -1;
+  BOOST_CHECK(!turns.at(0)["correct_rate"].get(after0));
+  BOOST_CHECK(!turns.at(1)["correct_rate"].get(after1));
+  BOOST_CHECK_EQUAL(after0, 0.0);
+  BOOST_CHECK_EQUAL(after1, 1.0);
+  BOOST_CHECK(contains(test::read_file(out + "/report.html"), "<table id=\"turns\""));
 }
 
 BOOST_AUTO_TEST_CASE(a_model_is_sampled_parsed_and_scored_like_its_generations) {

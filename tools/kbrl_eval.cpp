@@ -187,7 +187,6 @@ struct run_context {
   prompt_maker prompts;
   size_t generation_limit = 64;
   size_t recorded = 0;
-  size_t correct = 0;
   std::string failure; ///< set when the run cannot go on (an output file cannot be written)
 };
 
@@ -234,7 +233,6 @@ caf::behavior collector(caf::event_based_actor* self, std::shared_ptr<run_contex
     if (r.source.empty())
       r.source = item.relative;
     ++ctx->recorded;
-    ctx->correct += r.correct ? 1 : 0;
     auto turn = item.turn > 0 ? " turn " + std::to_string(item.turn) : std::string();
     std::printf("[%zu/%zu] %s sample %d%s: %s\n", ctx->recorded, ctx->items.size(),
                 p.id.c_str(), item.sample, turn.c_str(), verdict_line(r).c_str());

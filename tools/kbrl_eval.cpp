@@ -178,6 +178,19 @@ struct prompt_maker {
   }
 };
 
+/// The evaluator supervisor, spawned when the first candidate needs it: a run whose answers hold
+/// no program (format failures) starts no worker process at all.
+struct lazy_evaluators {
+  std::function<evaluator_supervisor_actor()> spawn;
+  evaluator_supervisor_actor handle;
+
+  evaluator_supervisor_actor get() {
+    if (!handle)
+      handle = spawn();
+    return handle;
+  }
+};
+
 /// Everything the collector works on; main reads it only after the collector is done.
 struct run_context {
   std::vector<problem> problems;
@@ -205,7 +218,7 @@ std::string verdict_line(const report::sample_record& r) {
 /// The event-based actor that drives the run: draws completions (bounded number in flight),
 /// extracts programs, sends them to the evaluator supervisor and files every verdict.
 caf::behavior collector(caf::event_based_actor* self, std::shared_ptr<run_context> ctx,
-                        evaluator_supervisor_actor sup, sampler_actor sampler,
+                        std::shared_ptr<lazy_evaluators> evaluators, sampler_actor sampler,
                         caf::actor notify) {
   struct state {
     std::deque<size_t> to_generate;
@@ -245,7 +258,7 @@ caf::behavior collector(caf::event_based_actor* self, std::shared_ptr<run_contex
     finish_if_done();
   };
   // A candidate's text is here: take the program out of it and have it evaluated.
-  auto evaluate = [self, ctx, sup, record](size_t i, const std::string& text,
+  auto evaluate = [self, ctx, evaluators, record](size_t i, const std::string& text,
                                            report::sample_record base) {
     auto& item = ctx->items[i];
     std::string code = text;
@@ -268,7 +281,7 @@ caf::behavior collector(caf::event_based_actor* self, std::shared_ptr<run_contex
     req.task = ctx->problems[item.problem];
     req.timing = ctx->timing;
     req.trace = ctx->problems[item.problem].id + " sample " + std::to_string(item.sample);
-    self->request(sup, caf::infinite, evaluate_atom::value, std::move(req))
+    self->request(evaluators->get(), caf::infinite, evaluate_atom::value, std::move(req))
       .then(
         [record, i, base](eval_result& v) mutable {
           report::take_verdict(base, v);
@@ -913,7 +926,10 @@ int main(int argc, char** argv) {
     sup_stats.name = "kbrl-eval/evaluator-supervisor";
     sup_stats.node = "kbrl-eval";
     sup_stats.role = "evaluator-supervisor";
-    auto sup = sys.spawn(evaluator_supervisor, sup_stats, supervision, slots, builder_engine);
+    auto evaluators = std::make_shared<lazy_evaluators>();
+    evaluators->spawn = [&sys, sup_stats, supervision, slots, builder_engine] {
+      return sys.spawn(evaluator_supervisor, sup_stats, supervision, slots, builder_engine);
+    };
     sampler_actor sampler;
     if (sampler_settings && to_generate > 0) {
       actor_stats st;
@@ -934,12 +950,12 @@ int main(int argc, char** argv) {
       if (auto err = check_sampler(sys, sampler, !o.adapter.empty())) {
         exit_code = fail(describe(err));
         caf::anon_send_exit(sampler, caf::exit_reason::user_shutdown);
-        caf::anon_send_exit(sup, caf::exit_reason::user_shutdown);
       }
     }
     if (exit_code == 0) {
       caf::scoped_actor self{sys};
-      auto coll = sys.spawn(collector, ctx, sup, sampler, caf::actor_cast<caf::actor>(self));
+      auto coll =
+        sys.spawn(collector, ctx, evaluators, sampler, caf::actor_cast<caf::actor>(self));
       // Only while candidates are evaluated does a signal wait for the next poll; before (model
       // loading) and after (shutdown) it ends the process as usual - no file is ever half
       // written, so nothing is lost either way.
@@ -968,8 +984,12 @@ int main(int argc, char** argv) {
       std::signal(SIGTERM, SIG_DFL);
       if (sampler)
         caf::anon_send_exit(sampler, caf::exit_reason::user_shutdown);
-      caf::anon_send_exit(sup, caf::exit_reason::user_shutdown);
     }
+    // The handles go before the actor system, which waits for its detached actors to be gone.
+    if (evaluators->handle)
+      caf::anon_send_exit(evaluators->handle, caf::exit_reason::user_shutdown);
+    evaluators->handle = nullptr;
+    evaluators->spawn = nullptr;
   }
   fs::remove_all(scratch, ec);
   if (exit_code != 0)

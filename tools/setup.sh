@@ -14,6 +14,7 @@ packages=(
   python3-numpy pybind11-dev      # load_inline builds need pybind11 headers (Debian torch lacks them)
   bubblewrap                      # evaluation workers: network-less, read-only sandbox
   libutf8proc-dev                 # Unicode normalization (NFC) for tokenizers
+  chromium-headless-shell         # tests render kbrl-eval's report.html in a headless browser
 )
 
 missing=()

@@ -1,0 +1,172 @@
+#include "runtime/report/tfevents_writer.hpp"
+
+#include "messages/errors.hpp"
+
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <unistd.h>
+
+namespace kbrl::report {
+
+namespace {
+
+/// The byte table of the reflected Castagnoli polynomial 0x82f63b78.
+const std::array<uint32_t, 256>& crc_table() {
+  static const std::array<uint32_t, 256> table = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int bit = 0; bit < 8; ++bit)
+        c = (c & 1) ? (c >> 1) ^ 0x82f63b78u : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  return table;
+}
+
+void put_fixed32(std::string& out, uint32_t v) {
+  for (int i = 0; i < 4; ++i)
+    out += static_cast<char>((v >> (8 * i)) & 0xff);
+}
+
+void put_fixed64(std::string& out, uint64_t v) {
+  for (int i = 0; i < 8; ++i)
+    out += static_cast<char>((v >> (8 * i)) & 0xff);
+}
+
+void put_varint(std::string& out, uint64_t v) {
+  while (v >= 0x80) {
+    out += static_cast<char>((v & 0x7f) | 0x80);
+    v >>= 7;
+  }
+  out += static_cast<char>(v);
+}
+
+// Protobuf wire types.
+constexpr uint32_t wire_varint = 0, wire_fixed64 = 1, wire_bytes = 2, wire_fixed32 = 5;
+
+void put_tag(std::string& out, uint32_t field, uint32_t wire) { put_varint(out, (field << 3) | wire); }
+
+void put_bytes_field(std::string& out, uint32_t field, std::string_view bytes) {
+  put_tag(out, field, wire_bytes);
+  put_varint(out, bytes.size());
+  out.append(bytes.data(), bytes.size());
+}
+
+void put_double_field(std::string& out, uint32_t field, double v) {
+  uint64_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  put_tag(out, field, wire_fixed64);
+  put_fixed64(out, bits);
+}
+
+void put_float_field(std::string& out, uint32_t field, float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  put_tag(out, field, wire_fixed32);
+  put_fixed32(out, bits);
+}
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+    .count();
+}
+
+} // namespace
+
+uint32_t crc32c(std::string_view data, uint32_t crc) {
+  auto& table = crc_table();
+  uint32_t c = ~crc;
+  for (unsigned char b : data)
+    c = table[(c ^ b) & 0xff] ^ (c >> 8);
+  return ~c;
+}
+
+uint32_t masked_crc32c(std::string_view data) {
+  uint32_t crc = crc32c(data);
+  return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
+}
+
+std::string tfrecord(std::string_view data) {
+  std::string header;
+  put_fixed64(header, data.size());
+  std::string out = header;
+  put_fixed32(out, masked_crc32c(header));
+  out.append(data.data(), data.size());
+  put_fixed32(out, masked_crc32c(data));
+  return out;
+}
+
+std::string encode_file_version_event(double wall_time, std::string_view version) {
+  std::string event;
+  put_double_field(event, 1, wall_time);
+  put_bytes_field(event, 3, version);
+  return event;
+}
+
+std::string encode_scalars_event(double wall_time, int64_t step,
+                                 const std::vector<std::pair<std::string, double>>& scalars) {
+  std::string summary;
+  for (auto& [tag, value] : scalars) {
+    std::string v;
+    put_bytes_field(v, 1, tag);
+    put_float_field(v, 2, static_cast<float>(value));
+    put_bytes_field(summary, 1, v);
+  }
+  std::string event;
+  put_double_field(event, 1, wall_time);
+  put_tag(event, 2, wire_varint);
+  put_varint(event, static_cast<uint64_t>(step));
+  put_bytes_field(event, 5, summary);
+  return event;
+}
+
+caf::expected<tfevents_writer> tfevents_writer::create(const std::string& log_dir,
+                                                       const std::string& suffix) {
+  std::error_code ec;
+  std::filesystem::create_directories(log_dir, ec);
+  if (ec)
+    return make_error(errc::io_failure,
+                      log_dir + ": cannot create the TensorBoard log directory: " + ec.message());
+  char host[256] = "localhost";
+  ::gethostname(host, sizeof host - 1);
+  auto seconds = static_cast<int64_t>(now_seconds());
+  auto path = (std::filesystem::path(log_dir)
+               / ("events.out.tfevents." + std::to_string(seconds) + "." + host + "." + suffix))
+                .string();
+  // Two writers in the same second get distinct files rather than one appending to the other's.
+  for (int n = 1; std::filesystem::exists(path, ec); ++n)
+    path = (std::filesystem::path(log_dir)
+            / ("events.out.tfevents." + std::to_string(seconds) + "." + host + "." + suffix + "."
+               + std::to_string(n)))
+             .string();
+  std::unique_ptr<std::FILE, file_closer> file{std::fopen(path.c_str(), "wb")};
+  if (!file)
+    return make_error(errc::io_failure, path + ": cannot create the event file: "
+                                          + std::strerror(errno));
+  tfevents_writer w{path, std::move(file)};
+  if (auto ok = w.write_record(encode_file_version_event(now_seconds())); !ok)
+    return ok.error();
+  return w;
+}
+
+caf::expected<void>
+tfevents_writer::write_scalars(int64_t step,
+                               const std::vector<std::pair<std::string, double>>& scalars) {
+  return write_record(encode_scalars_event(now_seconds(), step, scalars));
+}
+
+caf::expected<void> tfevents_writer::write_record(std::string_view data) {
+  auto framed = tfrecord(data);
+  if (std::fwrite(framed.data(), 1, framed.size(), file_.get()) != framed.size()
+      || std::fflush(file_.get()) != 0)
+    return make_error(errc::io_failure, path_ + ": cannot write the event record: "
+                                          + std::strerror(errno));
+  return {};
+}
+
+} // namespace kbrl::report

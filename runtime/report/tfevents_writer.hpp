@@ -1,0 +1,74 @@
+#pragma once
+// TensorBoard event files written without TensorFlow: scalars at a step, as
+// events.out.tfevents.<seconds>.<host>.<suffix> in a log directory TensorBoard reads.
+//
+// The file is a sequence of TFRecords:
+//   uint64 length (little-endian) | uint32 masked CRC-32C of those 8 bytes | data |
+//   uint32 masked CRC-32C of data
+// where mask(crc) = ((crc >> 15) | (crc << 17)) + 0xa282ead8. Each record's data is a
+// tensorflow.Event protobuf; the few fields needed are encoded by hand:
+//   Event   { double wall_time = 1; int64 step = 2; string file_version = 3; Summary summary = 5; }
+//   Summary { repeated Value value = 1; }
+//   Value   { string tag = 1; float simple_value = 2; }
+// The first record carries file_version "brain.Event:2", as TensorFlow's writer does.
+//
+// Thread-compatible (one writer per thread, or guard it); every write is flushed to disk.
+
+#include <caf/expected.hpp>
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace kbrl::report {
+
+/// CRC-32C (Castagnoli) of `data`, continuing from `crc` (0 to start).
+uint32_t crc32c(std::string_view data, uint32_t crc = 0);
+
+/// TFRecord's masked CRC: ((crc >> 15) | (crc << 17)) + 0xa282ead8 (mod 2^32).
+uint32_t masked_crc32c(std::string_view data);
+
+/// `data` framed as one TFRecord (length, its CRC, data, the data's CRC).
+std::string tfrecord(std::string_view data);
+
+/// An Event protobuf holding only wall_time and file_version.
+std::string encode_file_version_event(double wall_time, std::string_view version = "brain.Event:2");
+
+/// An Event protobuf with wall_time, step and a Summary of scalars (tag, simple_value).
+std::string encode_scalars_event(double wall_time, int64_t step,
+                                 const std::vector<std::pair<std::string, double>>& scalars);
+
+/// Appends scalar summaries to one event file.
+class tfevents_writer {
+public:
+  /// Creates `log_dir` if needed and a new event file in it, named
+  /// events.out.tfevents.<unix seconds>.<host name>.<suffix>, starting with the file-version
+  /// record. Fails with errc::io_failure naming the path.
+  static caf::expected<tfevents_writer> create(const std::string& log_dir,
+                                               const std::string& suffix = "kbrl");
+
+  /// Writes one Event with every scalar at `step` (wall time: now) and flushes. Fails with
+  /// errc::io_failure naming the file.
+  caf::expected<void> write_scalars(int64_t step,
+                                    const std::vector<std::pair<std::string, double>>& scalars);
+
+  /// The event file's path.
+  const std::string& path() const { return path_; }
+
+private:
+  struct file_closer {
+    void operator()(std::FILE* f) const { std::fclose(f); }
+  };
+  tfevents_writer(std::string path, std::unique_ptr<std::FILE, file_closer> file)
+    : path_(std::move(path)), file_(std::move(file)) {}
+  caf::expected<void> write_record(std::string_view data);
+
+  std::string path_;
+  std::unique_ptr<std::FILE, file_closer> file_;
+};
+
+} // namespace kbrl::report

@@ -57,7 +57,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
-#include <dlfcn.h>
 #include <functional>
 #include <filesystem>
 #include <fstream>
@@ -655,17 +654,6 @@ caf::error check_sampler(caf::actor_system& sys, const sampler_actor& sampler, b
   return out;
 }
 
-/// Keeps OpenBLAS to the calling thread. Evaluators start their workers with fork(), and glibc
-/// runs OpenBLAS's fork handler (blas_thread_shutdown_) first; seen here: that handler waiting for
-/// ever on a pool thread while the CPU sampler's matrix products were using the pool, so an
-/// evaluator never started and kbrl-eval never ended. With one OpenBLAS thread the pool is never
-/// used. Only the built-in sampler on the CPU multiplies matrices in this process.
-void keep_openblas_single_threaded() {
-  using set_threads_fn = void (*)(int);
-  if (auto set = reinterpret_cast<set_threads_fn>(::dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
-    set(1);
-}
-
 std::string join_ints(const std::vector<int>& xs) {
   std::string out;
   for (auto x : xs)
@@ -813,8 +801,6 @@ int main(int argc, char** argv) {
       return fail(describe(err));
     int sampler_gpu = o.sampler_gpu >= -1 ? o.sampler_gpu : o.gpus.empty() ? -1 : o.gpus.front();
     sampler_settings = sampling::sampler_settings_from(run, sampler_gpu, "kbrl-eval/sampler");
-    if (sampler_settings->backend == "builtin" && sampler_gpu < 0)
-      keep_openblas_single_threaded();
     // --model is what the built-in sampler loads, or the name a remote server knows the model
     // by (unless sampler.remote_model says otherwise).
     if (sampler_settings->backend == "builtin")

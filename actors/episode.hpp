@@ -3,6 +3,8 @@
 //
 //              start(problem, group)
 //                      |
+//                      v  (first turn, when a retriever is set: [retrieving] examples first;
+//                      |   without an answer the prompt goes without them)
 //                      v
 //   +--------> [sampling] --(sampler answers)--> parse --(no program)----------+
 //   |              |  ^                            |                          |
@@ -84,8 +86,8 @@ using episode_pointer = episode_actor::stateful_pointer<episode_state>;
 /// Spawn with sys.spawn(run_episode, stats, settings, resources, trajectory id); then send
 /// (start, problem, group id).
 episode_actor::behavior_type run_episode(episode_pointer self, actor_stats stats,
-                                     episode_settings settings,
-                                     std::shared_ptr<const episode_resources> resources,
-                                     uint64_t trajectory_id);
+                                         episode_settings settings,
+                                         std::shared_ptr<const episode_resources> resources,
+                                         uint64_t trajectory_id);
 
 } // namespace kbrl

@@ -577,36 +577,6 @@ BOOST_AUTO_TEST_CASE(local_directories_and_ids_are_told_apart) {
                       text);
 }
 
-// A measurement, not run by default (--run_test=hub_download/measure_download_rate): one
-// 256 MB weight file through fake_hub.py on loopback, with and without the SHA-256 check.
-BOOST_AUTO_TEST_CASE(measure_download_rate, *boost::unit_test::disabled()) {
-  temp_dir dir;
-  const auto repo = dir.path / "repos" / "big";
-  fs::create_directories(repo);
-  std::ofstream(repo / "config.json") << "{}";
-  {
-    std::ofstream out(repo / "model.safetensors", std::ios::binary);
-    std::string chunk(1 << 20, 'x');
-    for (int i = 0; i < 256; ++i) {
-      chunk[0] = static_cast<char>(i);
-      out << chunk;
-    }
-  }
-  fake_hub hub(dir, hub_config(repo));
-  for (bool verify : {true, false}) {
-    auto o = options_for(hub, dir);
-    o.cache_dir = dir.path / (verify ? "cache-verified" : "cache-plain");
-    o.verify_sha256 = verify;
-    const auto start = std::chrono::steady_clock::now();
-    auto got = download_model({"Org/Tiny", "main"}, o);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    BOOST_REQUIRE_MESSAGE(got, why(got));
-    BOOST_CHECK_EQUAL(fs::file_size(got->dir / "model.safetensors"), 256u << 20);
-    BOOST_TEST_MESSAGE("256 MiB over loopback from fake_hub.py, SHA-256 check " << (verify ? "on" : "off")
-                       << ": " << s << " s, " << 268.435456 / s << " MB/s");
-  }
-}
-
 BOOST_AUTO_TEST_CASE(model_references) {
   auto r = parse_model_ref("Qwen/Qwen2.5-Coder-1.5B-Instruct");
   BOOST_REQUIRE(r);
@@ -683,6 +653,42 @@ BOOST_AUTO_TEST_CASE(the_api_answer_is_checked) {
   BOOST_CHECK(contains(failure(parse_repo_listing("<html>", "Org/X")), "not JSON"));
   BOOST_CHECK(contains(failure(parse_repo_listing(R"({"sha":")" + commit_b + R"("})", "Org/X")),
                        "no \"siblings\""));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// Measurements, in a suite of their own that is disabled: Boost.Test runs the disabled test
+// cases of a suite that is selected by name (ctest selects the suite of this file).
+BOOST_AUTO_TEST_SUITE(hub_download_measurements, *boost::unit_test::disabled())
+
+// A measurement, not run by default (--run_test=hub_download_measurements): one
+// 256 MB weight file through fake_hub.py on loopback, with and without the SHA-256 check.
+BOOST_AUTO_TEST_CASE(measure_download_rate) {
+  temp_dir dir;
+  const auto repo = dir.path / "repos" / "big";
+  fs::create_directories(repo);
+  std::ofstream(repo / "config.json") << "{}";
+  {
+    std::ofstream out(repo / "model.safetensors", std::ios::binary);
+    std::string chunk(1 << 20, 'x');
+    for (int i = 0; i < 256; ++i) {
+      chunk[0] = static_cast<char>(i);
+      out << chunk;
+    }
+  }
+  fake_hub hub(dir, hub_config(repo));
+  for (bool verify : {true, false}) {
+    auto o = options_for(hub, dir);
+    o.cache_dir = dir.path / (verify ? "cache-verified" : "cache-plain");
+    o.verify_sha256 = verify;
+    const auto start = std::chrono::steady_clock::now();
+    auto got = download_model({"Org/Tiny", "main"}, o);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    BOOST_REQUIRE_MESSAGE(got, why(got));
+    BOOST_CHECK_EQUAL(fs::file_size(got->dir / "model.safetensors"), 256u << 20);
+    BOOST_TEST_MESSAGE("256 MiB over loopback from fake_hub.py, SHA-256 check " << (verify ? "on" : "off")
+                       << ": " << s << " s, " << 268.435456 / s << " MB/s");
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

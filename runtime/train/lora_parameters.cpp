@@ -4,6 +4,7 @@
 #include "runtime/io/text.hpp"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h> // at::NoGradGuard: not pulled in by ATen.h in libtorch 2.x
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>

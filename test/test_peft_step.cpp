@@ -3,10 +3,9 @@
 //
 //   python3 tools/make_peft_step.py --golden test/data/model/golden --out test/data/train/peft_step
 //
-// KEPT OUT OF THE BUILD until those fixtures exist: this file lives in test/pending/, which the
-// build does not glob. Once test/data/train/peft_step/<arch>/ are committed, move it to
-// test/test_peft_step.cpp (suite peft_step). It fails loudly if a fixture is missing; it never
-// skips.
+// It fails loudly if a fixture is missing; it never skips. With KBRL_EXPORT_ADAPTER_DIR set it
+// also writes kbrl's adapter after the step to <dir>/<arch>/, for
+// tools/check_peft_loads_kbrl.py to load with peft (the other direction of the PEFT format).
 //
 // What is compared, per architecture, and why the tolerances are what they are:
 //   - the loss: relative 1e-4 (transformers' eager attention and kbrl's sum in other orders;
@@ -30,6 +29,7 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <cstdlib>
 #include <filesystem>
 
 using namespace kbrl;
@@ -149,6 +149,10 @@ BOOST_AUTO_TEST_CASE(one_step_matches_peft) {
                                             at::TensorOptions().dtype(at::kFloat));
       BOOST_REQUIRE_MESSAGE(after, why(after));
       const auto mine = (*t)->adapter();
+      if (const char* export_dir = std::getenv("KBRL_EXPORT_ADAPTER_DIR")) {
+        auto written = model::write_lora_adapter(fs::path(export_dir) / arch, mine);
+        BOOST_REQUIRE_MESSAGE(written, why(written));
+      }
       const double lr = o.adamw.lr;
       for (const auto& [module, f] : after->modules) {
         const auto& g = peft_grads.at(module);

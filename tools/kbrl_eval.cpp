@@ -237,13 +237,16 @@ int main(int argc, char** argv) {
   auto resumed = evalcli::open_output_folder(o.output, info, *ctx);
   if (!resumed)
     return fail(resumed.error());
-  size_t missing = 0, to_generate = 0, episodes = 0;
-  for (auto& w : ctx->items) {
+  size_t missing = 0, to_generate = 0, episodes = 0, episodes_open = 0;
+  for (size_t i = 0; i < ctx->items.size(); ++i) {
+    auto& w = ctx->items[i];
     missing += w.missing ? 1 : 0;
     to_generate += w.generate ? 1 : 0;
     episodes += w.turns > 1 ? 1 : 0;
+    episodes_open += w.turns > 1 && ctx->logged[i].size() < static_cast<size_t>(w.turns) ? 1 : 0;
   }
-  session.draws = to_generate > 0 || episodes > 0;
+  // The sampler (a model to load) only when something may have to be drawn.
+  session.draws = to_generate > 0 || episodes_open > 0;
   if (episodes > 0) {
     std::printf("kbrl-eval: %zu problems (%zu finished before), %zu samples of %d turns to run "
                 "(%zu turns done before)\n",

@@ -1253,7 +1253,9 @@ class Evaluation:
                 raise ReferenceError_("the reference model failed while timed:\n" + e.excerpt)
             self.ans["reference_runtime"] = _stats(ref_times)
             self.ans["reference_seconds"] += _now() - t0
-        if p["time_compiled_reference"]:
+        if p["time_compiled_reference"] and hasattr(torch, "compile"):
+            # (without torch.compile, a comparison asked for beside eager speedups stays
+            # untimed; a run measured against it was refused up front: compile_check)
             t0 = _now()
             try:
                 self.ans["compiled_reference_runtime"] = _stats(

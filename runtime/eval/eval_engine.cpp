@@ -379,7 +379,7 @@ eval_result eval_engine::evaluate(const eval_request& req) {
     .field("rtol", t.rtol)
     .field("time_reference", time_reference)
     .field("time_compiled_reference", time_compiled)
-    .field("compile_check", want_compiled)
+    .field("compile_check", against_compile && req.timing.measure_performance)
     .field("inputs_on", opts_.inputs_on)
     .field("build_dir", build_dir_of(req.candidate_source))
     .field("timeout_s", t.timeout_s)

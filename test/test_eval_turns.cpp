@@ -16,6 +16,9 @@
 //     checkpoint step read from checkpoints.jsonl, where TensorBoard events go.
 
 #include "cluster_fixture.hpp"
+#include "runtime/eval/eval_engine.hpp"
+#include "runtime/eval/problems.hpp"
+#include "runtime/eval/python_probe.hpp"
 #include "runtime/evalcli/tensorboard_target.hpp"
 #include "runtime/evalcli/turn_log.hpp"
 #include "runtime/io/json_writer.hpp"
@@ -415,6 +418,62 @@ BOOST_AUTO_TEST_CASE(the_torch_compile_reference_is_timed_or_refused_clearly) {
   std::string_view timed;
   BOOST_REQUIRE(!doc["aggregate"]["torch_compile_reference"].get(timed));
   BOOST_CHECK_EQUAL(timed, "timed");
+}
+
+BOOST_AUTO_TEST_CASE(the_engine_caches_the_two_references_apart) {
+  // One engine with eager speedups and the torch.compile comparison beside them, then one whose
+  // speedups are against torch.compile, sharing the reference timing cache file.
+  test::temp_dir dir;
+  eval::engine_options opts;
+  opts.worker.python = eval::resolve_python("auto");
+  opts.worker.script = std::string(KBRL_SOURCE_DIR) + "/tools/kbrl_eval_worker.py";
+  opts.worker.scratch_dir = dir / "scratch";
+  opts.worker.extensions_dir = dir / "extensions";
+  opts.reference_cache_file = dir / "reference_times.jsonl";
+  auto task = eval::load_problem_file(problems + "/1_small_relu.py");
+  BOOST_REQUIRE_MESSAGE(task, test::why(task));
+  eval_request req;
+  req.task = *task;
+  req.task.backend = kernel_backend::torch;
+  req.candidate_source = test::read_file(relu_program);
+  req.timing.correctness_trials = 1;
+  req.timing.perf_trials = 3;
+  req.timing.compare_torch_compile = true;
+  eval_result first, second;
+  {
+    eval::eval_engine beside(opts);
+    first = beside.evaluate(req);
+    second = beside.evaluate(req);
+    BOOST_CHECK_EQUAL(beside.reference_cache_hits(), 1u);
+  }
+  BOOST_REQUIRE_MESSAGE(first.correct, to_string(first.error) << ": " << first.error_excerpt);
+  BOOST_CHECK_CLOSE(first.speedup, first.reference_runtime.mean_ms / first.kernel_runtime.mean_ms,
+                    1e-9); // eager
+  BOOST_CHECK_EQUAL(second.reference_runtime.mean_ms, first.reference_runtime.mean_ms);
+  BOOST_CHECK_EQUAL(second.compiled_reference_runtime.mean_ms,
+                    first.compiled_reference_runtime.mean_ms);
+  const bool has_compile = first.compiled_reference_runtime.mean_ms > 0;
+  BOOST_TEST_MESSAGE("torch.compile in the worker: " << (has_compile ? "yes" : "no"));
+
+  opts.reference_mode = "compile";
+  eval::eval_engine against(opts);
+  auto third = against.evaluate(req);
+  if (!has_compile) {
+    // Beside eager speedups a missing torch.compile only leaves the comparison out; as the
+    // reference it fails the evaluation with the reason.
+    BOOST_CHECK_EQUAL(to_string(third.error), "infrastructure");
+    BOOST_CHECK_MESSAGE(contains(third.error_excerpt, "torch.compile needs torch >= 2.0"),
+                        third.error_excerpt);
+    return;
+  }
+  BOOST_REQUIRE_MESSAGE(third.correct, to_string(third.error) << ": " << third.error_excerpt);
+  // Both timings came from the cache file the first engine wrote, each under its own key.
+  BOOST_CHECK_EQUAL(third.compiled_reference_runtime.mean_ms,
+                    first.compiled_reference_runtime.mean_ms);
+  BOOST_CHECK_EQUAL(third.reference_runtime.mean_ms, first.reference_runtime.mean_ms);
+  BOOST_CHECK_NE(third.compiled_reference_runtime.mean_ms, third.reference_runtime.mean_ms);
+  BOOST_CHECK_CLOSE(third.speedup,
+                    third.compiled_reference_runtime.mean_ms / third.kernel_runtime.mean_ms, 1e-9);
 }
 
 BOOST_AUTO_TEST_CASE(multi_turn_needs_a_conversation_the_sampler_can_take) {

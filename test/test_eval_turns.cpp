@@ -9,13 +9,17 @@
 //     training run's tensorboard/ folder at the given step;
 //   - a run interrupted in the middle of an episode continues from its turn log: finished turns
 //     are neither drawn nor evaluated again;
+//   - the built-in sampler (a tiny random model) runs episodes too: every turn drawn, kept and
+//     logged; a finished run is not drawn again;
 //   - --reference compile: on torch < 2 (this machine's 1.13) every sample fails with the clear
 //     message; on torch >= 2 (the GPU machine) the torch.compile reference is timed and is what
-//     the speedup is measured against;
+//     the speedup is measured against; the engine caches the two reference timings apart;
 //   - the pieces without processes: the turn log (round trip, a torn line, a gap), the
 //     checkpoint step read from checkpoints.jsonl, where TensorBoard events go.
 
 #include "cluster_fixture.hpp"
+#include "model_fixture.hpp"
+#include "runtime/model/random_checkpoint.hpp"
 #include "runtime/eval/eval_engine.hpp"
 #include "runtime/eval/problems.hpp"
 #include "runtime/eval/python_probe.hpp"
@@ -474,6 +478,45 @@ BOOST_AUTO_TEST_CASE(the_engine_caches_the_two_references_apart) {
   BOOST_CHECK_NE(third.compiled_reference_runtime.mean_ms, third.reference_runtime.mean_ms);
   BOOST_CHECK_CLOSE(third.speedup,
                     third.compiled_reference_runtime.mean_ms / third.kernel_runtime.mean_ms, 1e-9);
+}
+
+BOOST_AUTO_TEST_CASE(the_built_in_sampler_runs_episodes_too) {
+  // A tiny random model writes no program: every turn is a format failure, fed back as such;
+  // no evaluation worker is needed, and each turn's completion is kept in the generations layout.
+  test::temp_dir dir;
+  auto model = dir / "tiny-qwen2";
+  BOOST_REQUIRE(model::write_random_checkpoint(model, model::tiny_model_config("qwen2"), 11));
+  dir.write("tiny-qwen2/tokenizer.json", test::byte_tokenizer_json());
+  auto out = dir / "out";
+  auto r = test::run_command(
+    eval_args({"--model", model, "--levels", "1", "--problems", "1", "--samples", "2", "--turns",
+               "2", "--max-new-tokens", "8", "--chat-format", "chatml", "--temperature", "1.0",
+               "--output", out, "--config", "sampler.dtype=fp32", "--config", "sampler.slots=4",
+               "--config", "sampler.max_seq_len=8192"}),
+    180);
+  BOOST_REQUIRE_MESSAGE(r.code == 0, r.output);
+  auto records = samples_of(out + "/results.json");
+  BOOST_REQUIRE_EQUAL(records.size(), 4u);
+  for (auto& rec : records) {
+    BOOST_CHECK_EQUAL(rec.error, "format");
+    BOOST_CHECK(rec.completion_tokens > 0 && rec.completion_tokens <= 8);
+    BOOST_CHECK_EQUAL(rec.source, "level1/1_small_relu/sample_" + std::to_string(rec.sample)
+                                    + "/turn_" + std::to_string(rec.turn) + ".txt");
+    BOOST_CHECK(fs::exists(out + "/generations/" + rec.source));
+  }
+  auto log = evalcli::read_turn_log(evalcli::turn_log_path(out, "level1/1_small_relu", 1));
+  BOOST_REQUIRE_MESSAGE(log, test::why(log));
+  BOOST_CHECK_EQUAL(log->size(), 2u);
+  // The same command again: everything is finished, nothing is drawn (no model is loaded).
+  auto again = test::run_command(
+    eval_args({"--model", model, "--levels", "1", "--problems", "1", "--samples", "2", "--turns",
+               "2", "--max-new-tokens", "8", "--chat-format", "chatml", "--temperature", "1.0",
+               "--output", out, "--config", "sampler.dtype=fp32", "--config", "sampler.slots=4",
+               "--config", "sampler.max_seq_len=8192"}),
+    60);
+  BOOST_REQUIRE_MESSAGE(again.code == 0, again.output);
+  BOOST_CHECK_MESSAGE(contains(again.output, "1 problems (1 finished before)"), again.output);
+  BOOST_CHECK(!contains(again.output, "loading"));
 }
 
 BOOST_AUTO_TEST_CASE(multi_turn_needs_a_conversation_the_sampler_can_take) {

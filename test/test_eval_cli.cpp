@@ -506,8 +506,9 @@ BOOST_AUTO_TEST_CASE(wrong_inputs_fail_with_a_clear_message) {
   expect_failure({"--output", out}, "--model PATH|ID");
   expect_failure({"--generations", dir / "nowhere", "--output", out}, "not a folder");
   expect_failure({"--model", dir / "m", "--output", out}, "--model needs --levels");
-  expect_failure({"--model", dir / "m", "--levels", "1", "--turns", "2", "--output", out},
-                 "multi-turn generation is not there yet");
+  expect_failure({"--model", dir / "m", "--levels", "1", "--turns", "2", "--chat-format", "none",
+                  "--output", out},
+                 "needs a chat format");
   expect_failure({"--model", dir / "m", "--levels", "1,x", "--output", out}, "not a level");
   expect_failure({"--generations", fixture_generations, "--levels", "7", "--output", out},
                  "no files for level 7");

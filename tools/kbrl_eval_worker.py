@@ -566,7 +566,8 @@ class Worker:
 
     def op_hello(self, req):
         ans = {"id": req["id"], "ok": self.torch_error is None, "device": self.device_name,
-               "torch": self.torch_version, "cuda": self.cuda, "pid": os.getpid()}
+               "torch": self.torch_version, "cuda": self.cuda, "pid": os.getpid(),
+               "torch_compile": self.torch_error is None and hasattr(torch, "compile")}
         if self.torch_error:
             ans["error"] = self.torch_error
         return ans
@@ -667,7 +668,8 @@ class Evaluation:
         self.ans = {
             "id": req["id"], "compiled": False, "correct": False, "trials_passed": 0,
             "trials_total": 0, "error": "none", "error_excerpt": "", "trials": [],
-            "kernel_runtime": _zero_stats(), "reference_runtime": _zero_stats(), "hack_flags": [],
+            "kernel_runtime": _zero_stats(), "reference_runtime": _zero_stats(),
+            "compiled_reference_runtime": _zero_stats(), "hack_flags": [],
             "compile_seconds": 0.0, "correctness_seconds": 0.0, "timing_seconds": 0.0,
             "reference_seconds": 0.0, "sticky_cuda_error": False, "device": worker.device_name,
         }
@@ -708,6 +710,8 @@ class Evaluation:
         p["atol"] = tol if atol < 0 else atol
         p["rtol"] = tol if rtol < 0 else rtol
         p["time_reference"] = bool(r.get("time_reference", True))
+        p["time_compiled_reference"] = bool(r.get("time_compiled_reference", False))
+        p["compile_check"] = bool(r.get("compile_check", p["time_compiled_reference"]))
         p["inputs_on"] = str(r.get("inputs_on", "device"))
         if p["inputs_on"] not in ("device", "host"):
             raise ValueError("inputs_on '%s': expected device or host" % p["inputs_on"])
@@ -739,6 +743,12 @@ class Evaluation:
                 # torch.device works as a default-device context from torch 2.0 on
                 self._inputs_on_device = (self.p["inputs_on"] == "device" and self.w.cuda
                                           and hasattr(torch.device, "__enter__"))
+                if self.p["compile_check"] and not hasattr(torch, "compile"):
+                    # asked for speedups against torch.compile: nothing to measure them with
+                    raise ReferenceError_(
+                        "torch.compile needs torch >= 2.0, this worker has %s: the "
+                        "torch.compile reference cannot be timed (use the eager reference, or "
+                        "a worker Python with torch 2: eval.python)" % torch.__version__)
                 if self.p["timeout_s"] > 0:
                     signal.setitimer(signal.ITIMER_REAL, self.p["budget_s"])
                     armed = True
@@ -1230,11 +1240,12 @@ class Evaluation:
         self.ans["timing_seconds"] = spent - (self.ans["reference_seconds"] - ref_before)
         cand_sets[:] = []  # free the timing inputs before the reference is timed
 
+        if p["time_reference"] or p["time_compiled_reference"]:
+            ref_sets = [_clone_args(a) for a in pristine]
+            self.w.flags.apply(self.w.baseline_flags)
         if p["time_reference"]:
             self.phase = "reference timing"
             t0 = _now()
-            ref_sets = [_clone_args(a) for a in pristine]
-            self.w.flags.apply(self.w.baseline_flags)
             try:
                 ref_times = self._time_calls(self.ref_model, ref_sets, p["warmup"],
                                              p["perf_trials"], set(), None, candidate=False)
@@ -1242,6 +1253,46 @@ class Evaluation:
                 raise ReferenceError_("the reference model failed while timed:\n" + e.excerpt)
             self.ans["reference_runtime"] = _stats(ref_times)
             self.ans["reference_seconds"] += _now() - t0
+        if p["time_compiled_reference"] and hasattr(torch, "compile"):
+            # (without torch.compile, a comparison asked for beside eager speedups stays
+            # untimed; a run measured against it was refused up front: compile_check)
+            t0 = _now()
+            try:
+                self.ans["compiled_reference_runtime"] = _stats(
+                    self._time_compiled_reference(ref_sets))
+            finally:
+                self.ans["reference_seconds"] += _now() - t0
+
+    def _time_compiled_reference(self, ref_sets):
+        """The reference compiled with torch.compile (default mode), timed as the eager one.
+        Compilation happens in an untimed first call on every input set (each set may need its
+        own graph), then the usual warm-up and timed runs."""
+        p = self.p
+        self.phase = "torch.compile of the reference"
+        try:
+            compiled = torch.compile(self.ref_model)
+            with torch.no_grad():
+                for args in ref_sets:
+                    compiled(*args)
+                    self._sync()
+        except BudgetExceeded:
+            raise
+        except BaseException as e:  # noqa: BLE001
+            raise ReferenceError_(format_exception(
+                e, self.files, self.replacements,
+                headline="torch.compile of the reference failed:"))
+        self.phase = "torch.compile reference timing"
+        try:
+            return self._time_calls(compiled, ref_sets, p["warmup"], p["perf_trials"], set(),
+                                    None, candidate=False)
+        except CandidateError as e:
+            raise ReferenceError_("the torch.compile reference failed while timed:\n" + e.excerpt)
+        finally:
+            del compiled
+            try:
+                torch._dynamo.reset()  # the graphs of this problem are not needed again
+            except Exception:  # noqa: BLE001
+                pass
 
     @staticmethod
     def _same_layout(a, b):
@@ -1407,6 +1458,7 @@ def serve(worker, infile, outfile):
                                     "trials_total": 0, "trials": [], "hack_flags": [],
                                     "kernel_runtime": _zero_stats(),
                                     "reference_runtime": _zero_stats(),
+                                    "compiled_reference_runtime": _zero_stats(),
                                     "sticky_cuda_error": False, "device": worker.device_name})
         try:
             text = json.dumps(ans, allow_nan=False, ensure_ascii=False)

@@ -178,6 +178,12 @@ const std::vector<setting>& all_settings() {
      "inputs; same seeds, other values than KernelBench) or host (KernelBench's exact values: "
      "drawn on the CPU, then copied).",
      {"device", "host"}},
+    {"eval.reference_mode", setting_kind::string, "\"eager\"",
+     "What a candidate's speedup is measured against: eager (the PyTorch reference as written, "
+     "KernelBench's default) or compile (the reference compiled with torch.compile in its default "
+     "mode, compilation and warm-up not timed; needs torch >= 2.0 in the worker). Timings of the "
+     "two are cached apart.",
+     {"eager", "compile"}},
     {"eval.drop_privileges", setting_kind::boolean, "true",
      "When kbrl runs as root, run workers as the unprivileged user nobody."},
     {"eval.max_processes", setting_kind::integer, "512",

@@ -349,10 +349,17 @@ eval_result eval_engine::evaluate(const eval_request& req) {
   if (refuse_statically(req, res) || !ensure_worker(res))
     return finish();
 
-  // 2. The reference's timing is reused across candidates of the same problem and settings.
+  // 2. The reference's timing is reused across candidates of the same problem and settings; the
+  //    torch.compile reference's is kept under its own key.
   auto key = timing_key(req, device_);
   auto cached = reference_times_.find(key);
   bool time_reference = req.timing.measure_performance && cached == reference_times_.end();
+  const bool against_compile = opts_.reference_mode == "compile";
+  const bool want_compiled =
+    req.timing.measure_performance && (against_compile || req.timing.compare_torch_compile);
+  auto compiled_key = key + "|torch.compile:default";
+  auto compiled_cached = reference_times_.find(compiled_key);
+  bool time_compiled = want_compiled && compiled_cached == reference_times_.end();
 
   // 3. The worker evaluates.
   auto& t = req.timing;
@@ -371,6 +378,8 @@ eval_result eval_engine::evaluate(const eval_request& req) {
     .field("atol", t.atol)
     .field("rtol", t.rtol)
     .field("time_reference", time_reference)
+    .field("time_compiled_reference", time_compiled)
+    .field("compile_check", against_compile && req.timing.measure_performance)
     .field("inputs_on", opts_.inputs_on)
     .field("build_dir", build_dir_of(req.candidate_source))
     .field("timeout_s", t.timeout_s)
@@ -422,8 +431,16 @@ eval_result eval_engine::evaluate(const eval_request& req) {
     res.reference_runtime = cached->second;
     ++ref_cache_hits_;
   }
-  if (res.correct && res.kernel_runtime.mean_ms > 0 && res.reference_runtime.mean_ms > 0) {
-    res.speedup = res.reference_runtime.mean_ms / res.kernel_runtime.mean_ms;
+  if (time_compiled) {
+    res.compiled_reference_runtime = read_stats(doc, "compiled_reference_runtime");
+    if (res.compiled_reference_runtime.trials > 0)
+      remember_reference(compiled_key, res.compiled_reference_runtime);
+  } else if (want_compiled && compiled_cached != reference_times_.end()) {
+    res.compiled_reference_runtime = compiled_cached->second;
+  }
+  auto& against = against_compile ? res.compiled_reference_runtime : res.reference_runtime;
+  if (res.correct && res.kernel_runtime.mean_ms > 0 && against.mean_ms > 0) {
+    res.speedup = against.mean_ms / res.kernel_runtime.mean_ms;
     if (res.speedup > opts_.suspicious_speedup)
       res.hack_flags.push_back("suspicious_speedup");
   }

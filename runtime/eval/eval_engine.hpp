@@ -6,7 +6,8 @@
 //
 // Per request:
 //   static checks (C++, before any process) -> rejected: verdict static_check, no worker touched
-//   reference timing: cached per (reference hash, device, precision, timing settings)
+//   reference timing: cached per (reference hash, device, precision, timing settings), the
+//                     torch.compile reference's apart from the eager one's
 //   worker `evaluate` with a deadline; build directory keyed by a hash of the candidate source
 //   timeout / crash -> verdict timeout / crashed, and the worker is gone (needs_restart())
 //   sticky CUDA error or a failed canary after the candidate -> needs_restart()
@@ -34,6 +35,11 @@ struct engine_options {
   /// Where get_inputs() draws: "device" (the worker's GPU; inputs of several GB take
   /// milliseconds instead of seconds) or "host" (KernelBench's exact values, drawn on the CPU).
   std::string inputs_on = "device";
+  /// What `speedup` is measured against: "eager" (the reference as written) or "compile" (the
+  /// reference compiled with torch.compile, default mode; the worker fails the evaluation as
+  /// infrastructure when its torch has no torch.compile). A request's
+  /// timing.compare_torch_compile also times the compiled reference, whatever the mode.
+  std::string reference_mode = "eager";
   std::chrono::milliseconds start_timeout{120000}; ///< importing torch + first CUDA context
   std::chrono::milliseconds canary_timeout{30000};
   size_t excerpt_bytes = 4000;      ///< longest error excerpt kept

@@ -207,6 +207,7 @@ eval::engine_options evaluation_engine_options(const config::run_config& run) {
   o.recycle_rss_mb = run.get_real("eval.recycle_rss_mb");
   o.suspicious_speedup = run.get_real("eval.suspicious_speedup");
   o.inputs_on = run.get_string("eval.inputs_on");
+  o.reference_mode = run.get_string("eval.reference_mode");
   auto cache_dir = run.get_string("eval.cache_dir");
   if (cache_dir.empty())
     cache_dir = run.get_string("run.dir") + "/.cache";

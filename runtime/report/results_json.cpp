@@ -73,6 +73,7 @@ void write_info(json_writer& w, const run_info& info) {
     .field("precision", info.precision);
   w.key("timing");
   write_timing(w, info.timing);
+  w.field("reference", info.reference);
   w.field("sampling", clean(info.sampling))
     .field("prompt", clean(info.prompt))
     .field("evaluator", clean(info.evaluator))
@@ -283,7 +284,7 @@ caf::expected<run_signature> read_signature(element doc, const std::string& path
 } // namespace
 
 run_signature signature_of(const run_info& info) {
-  return {
+  run_signature sig{
     {"mode", info.mode},
     {"model", info.model},
     {"adapter", info.adapter},
@@ -296,6 +297,9 @@ run_signature signature_of(const run_info& info) {
     {"sampling", info.sampling},
     {"prompt", info.prompt},
   };
+  if (info.reference != "eager")
+    sig.emplace_back("reference", info.reference);
+  return sig;
 }
 
 std::string signature_difference(const run_signature& now, const run_signature& stored) {
@@ -307,6 +311,14 @@ std::string signature_difference(const run_signature& now, const run_signature& 
         old = v;
     if (old != value)
       out += (out.empty() ? "" : "\n") + key + ": \"" + value + "\" now, \"" + old
+             + "\" in the output folder";
+  }
+  for (auto& [key, value] : stored) {
+    bool here = false;
+    for (auto& [k, v] : now)
+      here = here || k == key;
+    if (!here)
+      out += (out.empty() ? "" : "\n") + key + ": \"(not set)\" now, \"" + value
              + "\" in the output folder";
   }
   return out;
@@ -407,11 +419,15 @@ std::string results_json(const run_info& info, const eval_metrics& m,
     .field("max_turns", static_cast<uint64_t>(m.max_turns))
     .field("fast_p_scores", "the first sample of each problem (KernelBench); fast_p_best_of_n: "
                             "any sample");
+  w.field("speedup_reference", info.reference == "compile"
+                                  ? "torch.compile (default mode) of the reference"
+                                  : "the eager PyTorch reference");
+  bool compile_wanted = info.timing.compare_torch_compile || info.reference == "compile";
   w.field("torch_compile_reference",
-          m.compile_reference_timed          ? "timed"
-          : info.timing.compare_torch_compile ? "missing: the evaluation worker does not time a "
-                                                "torch.compile reference yet"
-                                              : "not requested");
+          m.compile_reference_timed ? "timed"
+          : compile_wanted          ? "missing: no sample has a torch.compile timing (see the "
+                                      "samples' error_excerpt)"
+                                    : "not requested");
   w.key("overall");
   write_group(w, m.overall, m.thresholds);
   w.key("levels").begin_array();
@@ -445,6 +461,15 @@ std::string results_json(const run_info& info, const eval_metrics& m,
     write_record(w, r);
   w.end_array().end_object();
   return w.str() + "\n";
+}
+
+caf::expected<sample_record> parse_record(std::string_view json, const std::string& where) {
+  simdjson::dom::parser parser;
+  element doc;
+  if (auto err = parser.parse(json.data(), json.size()).get(doc))
+    return make_error(errc::invalid_argument,
+                      where + ": not readable as JSON: " + simdjson::error_message(err));
+  return read_record(doc, where);
 }
 
 caf::expected<std::vector<sample_record>> read_results_samples(const std::string& path) {

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -43,6 +44,9 @@ struct run_info {
   std::string backend = "cuda";
   std::string precision = "fp32";
   timing_options timing;
+  /// What `speedup` is measured against: "eager" (the PyTorch reference as written) or
+  /// "compile" (the reference compiled with torch.compile, default mode).
+  std::string reference = "eager";
   std::string sampling;         ///< e.g. "temperature 0.7, top_p 0.95, max_new_tokens 4096"
   std::string prompt;           ///< how prompts were made, e.g. "single-turn v1, chat format chatml"
   std::string evaluator;        ///< device(s) of the evaluators, e.g. "cpu" or "gpu 0,1"
@@ -54,15 +58,21 @@ struct run_info {
 };
 
 /// The settings of a run that decide its verdicts, as (name, value) pairs: mode, model, adapter,
-/// generations folder, samples, turns, backend, precision, timing, sampling, prompt.
+/// generations folder, samples, turns, backend, precision, timing, sampling, prompt, and the
+/// reference when it is not eager (so folders of earlier versions still match).
 using run_signature = std::vector<std::pair<std::string, std::string>>;
 run_signature signature_of(const run_info& info);
 
-/// "" when equal, else one line per difference: "samples: 4 now, 2 in the output folder".
+/// "" when equal, else one line per difference: "samples: 4 now, 2 in the output folder"; a
+/// setting present on one side only is a difference too.
 std::string signature_difference(const run_signature& now, const run_signature& stored);
 
 /// Writes one record as a JSON object.
 void write_record(json_writer& w, const sample_record& r);
+
+/// One record read back from the JSON text write_record() wrote. Fails with
+/// errc::invalid_argument naming `where` and the field.
+caf::expected<sample_record> parse_record(std::string_view json, const std::string& where);
 
 /// The contents of OUT/run.json.
 std::string run_json(const run_info& info);

@@ -1,0 +1,87 @@
+#pragma once
+// The actor that drives a kbrl-eval run: draws completions (a bounded number in flight), takes
+// the programs out of them, sends them to the evaluator supervisor and files every verdict with
+// the run's ledger (which writes each problem's file when its last record is in).
+//
+// A multi-turn item (work_item::turns > 1) is one episode, run turn after turn:
+//
+//   [logged turns] --replayed into the history, their records filed--+
+//                                                                    v
+//   +----> turn t: completion on disk (a continued run) or drawn from prompt_maker::make_turn()
+//   |        |  parse_answer (the episode's answer format)
+//   |        |  no program: a format turn         program: evaluated
+//   |        v
+//   |      record filed, turn logged (turn_log.hpp), history += (answer, verdict)
+//   +----- t + 1 < turns
+//
+// Every turn runs, whatever the verdicts (the metrics take the best turn so far: eval_metrics.hpp);
+// unlike a training episode, a correct and fast turn does not end it. A turn that fails through
+// kbrl (the sampler, or the evaluator's infrastructure) ends the episode: its remaining turns are
+// filed with the same error, none of them is logged, and the problem runs again next time.
+//
+// Why not the RL loop's episode actor (actors/episode) with max_turns = T: it ends an episode at
+// the first success, talks to a coordinator, cannot start from a history read back from disk
+// (resume), needs a tokenizer and renders for the built-in sampler only, and retries across
+// sampler lists kbrl-eval does not have. What must be the same - the prompts and the feedback -
+// is the same code: runtime/episode/prompts.hpp and parse_answer.
+
+#include "messages/interfaces.hpp"
+#include "runtime/evalcli/prompt_maker.hpp"
+#include "runtime/evalcli/turn_log.hpp"
+#include "runtime/evalcli/work_plan.hpp"
+#include "runtime/report/run_ledger.hpp"
+
+#include <caf/actor.hpp>
+#include <caf/event_based_actor.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kbrl::evalcli {
+
+/// The evaluator supervisor, spawned when the first candidate needs it: a run whose answers hold
+/// no program (format failures) starts no worker process at all.
+struct lazy_evaluators {
+  std::function<evaluator_supervisor_actor()> spawn;
+  evaluator_supervisor_actor handle;
+
+  evaluator_supervisor_actor get() {
+    if (!handle)
+      handle = spawn();
+    return handle;
+  }
+};
+
+/// Everything the scheduler works on; the caller reads it only after the scheduler is done.
+struct run_context {
+  std::vector<problem> problems;
+  std::vector<work_item> items;
+  /// Per item: the turns a continued run found logged (multi-turn items only).
+  std::vector<std::vector<logged_turn>> logged;
+  std::unique_ptr<report::run_ledger> ledger;
+  timing_options timing;
+  prompt_maker prompts;
+  std::string output_dir;
+  std::string generations_root;   ///< --model: where completions are written
+  size_t generation_limit = 64;   ///< completions in flight at once
+  size_t expected = 0;            ///< records this invocation files (restored ones included)
+  size_t recorded = 0;
+  std::string failure;            ///< set when the run cannot go on (a file cannot be written)
+};
+
+/// Done: every expected record is filed, or ctx->failure says why the run stopped.
+using done_atom = caf::atom_constant<caf::atom("done")>;
+
+/// The scheduler's behaviour: spawn with sys.spawn(eval_scheduler, ctx, evaluators, sampler,
+/// notify); it sends `done` to `notify` and quits when finished. `sampler` may be null when
+/// nothing is to be drawn.
+caf::behavior eval_scheduler(caf::event_based_actor* self, std::shared_ptr<run_context> ctx,
+                             std::shared_ptr<lazy_evaluators> evaluators, sampler_actor sampler,
+                             caf::actor notify);
+
+/// "correct, 1.52x", "incorrect (mismatch)", "format": a verdict in a few words.
+std::string verdict_line(const report::sample_record& r);
+
+} // namespace kbrl::evalcli

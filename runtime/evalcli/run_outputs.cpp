@@ -1,0 +1,59 @@
+#include "runtime/evalcli/run_outputs.hpp"
+
+#include "runtime/report/html_report.hpp"
+#include "runtime/report/tfevents_writer.hpp"
+
+#include <cstdio>
+#include <filesystem>
+
+namespace kbrl::evalcli {
+
+namespace fs = std::filesystem;
+
+caf::expected<void> write_run_outputs(const std::string& output_dir, const report::run_info& info,
+                                      const report::eval_metrics& metrics,
+                                      const std::vector<report::sample_record>& records) {
+  const fs::path out(output_dir);
+  if (auto ok = report::write_file_atomically((out / "results.json").string(),
+                                              report::results_json(info, metrics, records));
+      !ok)
+    return ok;
+  return report::write_file_atomically((out / "report.html").string(),
+                                       report::render_html_report(info, metrics, records));
+}
+
+caf::expected<std::string> log_to_tensorboard(const tensorboard_target& target,
+                                              const report::eval_metrics& metrics) {
+  auto writer = report::tfevents_writer::create(target.log_dir, "kbrl-eval");
+  if (!writer)
+    return writer.error();
+  if (auto ok = writer->write_scalars(target.step, report::metric_scalars(metrics)); !ok)
+    return ok.error();
+  return writer->path();
+}
+
+void print_summary(const report::eval_metrics& m, const std::string& reference) {
+  auto line = [&](const report::metric_group& g) {
+    std::printf("%-8s %4zu problems %5zu samples  correct %5.1f%%", g.name.c_str(), g.problems,
+                g.samples, 100 * g.correct_rate);
+    for (size_t k = 0; k < g.pass_at_k.size() && k < 3; ++k)
+      std::printf("  pass@%zu %5.1f%%", k + 1, 100 * g.pass_at_k[k]);
+    for (size_t i = 0; i < m.thresholds.size(); ++i)
+      if (m.thresholds[i] == 1.0 || m.thresholds[i] == 2.0 || m.thresholds[i] == 0.0)
+        std::printf("  %s %5.1f%%", report::fast_p_name(m.thresholds[i]).c_str(),
+                    100 * g.fast_p[i]);
+    std::printf("  geomean %.2fx\n", g.geomean_speedup);
+  };
+  line(m.overall);
+  for (auto& g : m.levels)
+    line(g);
+  if (!m.turns.empty())
+    std::printf("per turn (each sample's best turn so far):\n");
+  for (auto& g : m.turns)
+    line(g);
+  std::printf("speedups against %s\n", reference == "compile"
+                                          ? "torch.compile of the reference (default mode)"
+                                          : "the eager PyTorch reference");
+}
+
+} // namespace kbrl::evalcli

@@ -126,7 +126,8 @@ struct pipeline_fixture {
     return test::eventually([&] { return log->position(event) >= 0; }, 30s);
   }
 
-  caf::expected<std::string> control(const caf::actor& a, const std::string& verb,
+  template <class Handle>
+  caf::expected<std::string> control(const Handle& a, const std::string& verb,
                                      std::vector<std::string> args = {}) {
     caf::scoped_actor self{*sys};
     caf::expected<std::string> out{std::string{}};
@@ -137,7 +138,8 @@ struct pipeline_fixture {
   }
 
   /// Kills an actor and waits until it is gone.
-  void stop(const caf::actor& a) {
+  template <class Handle>
+  void stop(const Handle& a) {
     caf::scoped_actor self{*sys};
     self->monitor(a);
     self->send_exit(a, caf::exit_reason::user_shutdown);

@@ -1,30 +1,74 @@
 #pragma once
 // The coordinator: runs training steps. Each step hands B problems x G samples (one GRPO group
-// per problem) to episode actors, collects their trajectories, logs the step, drops groups
-// without reward variance, has the learner train on the rest, and sends the new policy to the
-// samplers; every eval_every steps it also runs the held-out problems and logs them apart.
+// per problem) to episode actors, collects their trajectories, drops those too stale to train on
+// and groups without reward variance, has the learner train on the rest, sends the new policy
+// to the samplers and commits the step; every eval_every steps it also runs the held-out
+// problems and logs them apart.
 //
-//   [idle] --start/resume--> [episodes] --all trajectories in--> [training] --policy--> [idle]
-//      ^                          |  (a step of flat groups only skips training)          |
-//      +---- pause: the current step finishes, no new one starts ------------------------+
+// Steps are launched, trained and committed in order. A step's episodes may run ahead of the
+// learner by a window of steps: 0 in synchronous mode, max_staleness (K) in asynchronous mode.
+// Step s may start once s <= committed + 1 + window. The learner's version when it trains s is
+// at most (the version published now) + (s - 1 - committed), because each step publishes at
+// most one version. So episodes that ask the samplers for at least the version published now
+// (generation_request::min_policy_version) are never more than K versions behind when s is
+// trained.
 //
-// Synchronous: the next step's episodes start after the learner published the previous step's
-// policy. What it leaves in the run directory: metrics through the metrics actor, traces.jsonl
-// (every trajectory, rotated by size), coordinator.json (step, data cursor, policy version:
-// what --resume continues from).
+//   [starting] --learner's policy version (or its error)--> pipeline:
+//
+//     launch while s <= committed + 1 + window, not paused, steps left (and, in sync mode, no
+//     held-out evaluation under way)
+//        |
+//        v
+//   [episodes of s, s+1 .. s+window under way]          (trajectories may arrive in any order)
+//        |  all of step committed+1 in, and the learner free
+//        v
+//   [training committed+1] --answer--> [publishing: policy to every sampler; each confirms by
+//        |   (stale trajectories dropped, counted;     answering a status request queued
+//        |    flat groups dropped; nothing left:       behind the policy]
+//        |    no training)                                  |
+//        v                                                  v
+//   commit: the step's traces, metrics (summary + step_timeline.*) and coordinator.json (the
+//   step, and the data cursor just past this step's problems, not past the later steps'
+//   problems already handed out) -> held-out evaluation when due -> launch more, train the next
+//
+//   pause: the steps under way finish, no new one starts. [finished] once `steps` are committed
+//   and nothing is under way.
+//
+// In synchronous mode (window 0) this is the plain loop: episodes, training, publishing, next
+// step. Exactly once: everything a step leaves (traces, metrics, the checkpoint) is written in
+// the one handler that commits it, so a coordinator stopped anywhere resumes after its last
+// committed step. Steps that were under way are redone, with the same problems (the cursor),
+// trajectory ids (step * 1e6 + k) and seeds. One gap is closed at start: when the learner's
+// version is one past coordinator.json's, the learner trained the next step but the
+// coordinator stopped before committing it. That step then counts as done; its trajectories and
+// metrics were never recorded.
 
 #include "actors/actor_stats.hpp"
 #include "actors/episode.hpp"
 #include "messages/type_ids.hpp"
 #include "runtime/episode/problem_set.hpp"
+#include "runtime/episode/stage_clock.hpp"
+#include "runtime/episode/step_timeline.hpp"
 
 #include <caf/typed_event_based_actor.hpp>
 
 #include <chrono>
+#include <deque>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <optional>
 
 namespace kbrl {
+
+/// How far episodes may run ahead of the learner.
+enum class coordinator_mode : uint8_t {
+  sync,  ///< a step's episodes start after the previous step's policy is published
+  async, ///< up to max_staleness steps ahead (see the header comment)
+};
+const char* to_string(coordinator_mode m);
+/// "sync" or "async"; anything else is std::nullopt.
+std::optional<coordinator_mode> parse_coordinator_mode(const std::string& text);
 
 struct coordinator_settings {
   uint64_t steps = 10;            ///< training steps to run (0: until stopped)
@@ -37,6 +81,31 @@ struct coordinator_settings {
   uint64_t traces_max_bytes = 256ull << 20; ///< traces.jsonl is rotated to traces.1.jsonl past this
   uint64_t seed = 0;
   episode_settings episodes;
+  /// sync (default) or async (episodes up to max_staleness steps ahead of the learner).
+  coordinator_mode mode = coordinator_mode::sync;
+  /// K: in async mode, how many steps episodes may run ahead; in both modes, trajectories
+  /// with a turn sampled more than K versions before the learner's current one are not sent
+  /// to the learner (dropped and counted). Keep it <= learner.max_staleness, else the learner
+  /// refuses what passes here. Default 1.
+  uint64_t max_staleness = 1;
+  /// Per-step timelines kept for the status and `timeline` views. Default 20.
+  size_t timeline_steps = 20;
+  /// How long a sampler may take to confirm a new policy before publishing counts as done
+  /// without it. Default 5 minutes.
+  std::chrono::milliseconds publish_timeout{std::chrono::minutes(5)};
+};
+
+/// One step's (or one held-out evaluation's) episodes.
+struct step_round {
+  uint64_t key = 0;               ///< the step, or held_out_round_base + the step it follows
+  uint64_t step = 0;
+  bool eval = false;
+  size_t expected = 0;            ///< trajectories it waits for
+  std::vector<trajectory> collected;
+  uint64_t cursor_after = 0;      ///< problem cursor just past this step's problems
+  uint64_t sampled_from = 0;      ///< policy version published when its episodes started
+  std::vector<metric_record> summary; ///< set when it is sent to the learner
+  uint64_t stale_dropped = 0;
 };
 
 struct coordinator_state {
@@ -49,26 +118,49 @@ struct coordinator_state {
   std::unique_ptr<episode::problem_order> order;
   std::vector<problem> eval_problems;
 
-  std::string phase = "idle";     ///< idle, episodes, training, evaluating, paused, finished
+  std::string phase = "starting"; ///< starting, episodes, training, publishing, evaluating,
+                                  ///< paused, idle, finished
+  bool starting = true;           ///< waiting for the learner's policy version
   bool paused = false;
-  uint64_t step = 0;              ///< steps finished
-  uint64_t first_step = 0;        ///< steps finished when this coordinator started (resume)
-  uint64_t policy_version = 0;
-  size_t expected = 0;
-  std::vector<trajectory> collected;
-  bool collecting_eval = false;
-  uint64_t next_trajectory = 1;
+  bool resumed = false;           ///< coordinator.json existed
+  uint64_t step = 0;              ///< steps committed
+  uint64_t launched = 0;          ///< highest step whose episodes were started
+  uint64_t first_step = 0;        ///< steps committed when this coordinator started (resume)
+  uint64_t policy_version = 0;    ///< the newest version published
+  bool training = false;          ///< a batch is with the learner
+  bool publishing = false;        ///< waiting for samplers to confirm a policy
+  std::map<uint64_t, step_round> rounds; ///< under way, by key
   uint64_t dropped_groups = 0;
+  uint64_t stale_dropped = 0;
   double last_reward = 0, last_correct = 0;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   std::ofstream traces;
+
+  // the per-step timeline
+  std::shared_ptr<episode::stage_clock> clock;
+  double last_commit_s = 0;                       ///< clock time of the previous commit
+  double busy_at_last_commit[episode::stage_count] = {};
+  std::deque<episode::step_timeline> timelines;   ///< the last timeline_steps steps
+
+  /// The newest trajectory of each problem (token ids of completions and log-probabilities
+  /// dropped), with the step it belongs to: for the `trajectory` view.
+  std::map<std::string, std::pair<uint64_t, trajectory>> last_trajectory;
 };
 
 using coordinator_pointer = coordinator_actor::stateful_pointer<coordinator_state>;
 
-/// Spawn with sys.spawn(coordinator, stats, settings, resources (its coordinator field is
-/// filled in here), learner, metrics, train problems, eval problems, resume cursor state from
-/// coordinator.json if any). It starts the first step at once.
+/// Trajectory ids are round key * trajectory_id_stride + k (k = 1 .. B*G).
+constexpr uint64_t trajectory_id_stride = 1'000'000;
+/// Held-out evaluation rounds are keyed past every step number.
+constexpr uint64_t held_out_round_base = 1'000'000'000;
+
+/// Spawn with sys.spawn(coordinator, stats, settings, resources (its coordinator and stages
+/// fields are filled in here), learner, metrics, train problems, eval problems). It resumes
+/// from <run_dir>/coordinator.json when there is one, asks the learner for its policy version,
+/// then starts.
+///
+/// Control verbs: pause, resume, `timeline [N]` (the last N steps' per-stage timings as a
+/// table), `trajectory PROBLEM` (the newest trajectory of a problem, by id or name).
 coordinator_actor::behavior_type coordinator(coordinator_pointer self, actor_stats stats,
                                              coordinator_settings settings,
                                              std::shared_ptr<episode_resources> resources,

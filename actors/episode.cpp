@@ -12,6 +12,17 @@ namespace {
 void sample(episode_pointer self);
 void finish(episode_pointer self, std::string reason);
 
+/// Times one request of `s` for the coordinator's timeline (when a stage clock is set).
+void timed(episode_pointer self, episode::stage s, bool begin) {
+  auto& st = self->state;
+  if (!st.res->stages)
+    return;
+  if (begin)
+    st.res->stages->begin(s, st.settings.round);
+  else
+    st.res->stages->end(s, st.settings.round);
+}
+
 std::string label(episode_pointer self) {
   auto& st = self->state;
   return st.task.id + " trajectory " + std::to_string(st.traj.id) + " turn "
@@ -52,10 +63,12 @@ void evaluate(episode_pointer self) {
   req.timing = st.settings.timing;
   req.trace = label(self);
   auto& target = st.res->evaluators[st.next_evaluator % st.res->evaluators.size()];
+  timed(self, episode::stage::evaluating, true);
   self->request(target, st.settings.evaluator_timeout, evaluate_atom::value, req)
     .then(
       [self](eval_result& verdict) {
         auto& st = self->state;
+        timed(self, episode::stage::evaluating, false);
         if (verdict.error == eval_error::infrastructure && st.retries < st.settings.max_retries) {
           // kbrl's own failure, not the candidate's: the candidate gets another evaluator
           ++st.retries;
@@ -68,6 +81,7 @@ void evaluate(episode_pointer self) {
       },
       [self](caf::error& err) {
         auto& st = self->state;
+        timed(self, episode::stage::evaluating, false);
         spdlog::warn("{}: evaluator failed: {}", label(self), self->system().render(err));
         if (st.retries >= st.settings.max_retries)
           return finish(self, "failed: no evaluator answered after "
@@ -123,13 +137,16 @@ void sample(episode_pointer self) {
   req.prompt_tokens = tok.encode(*rendered);
   req.params = st.settings.sampling;
   req.params.seed = st.settings.sampling.seed + req.id; // each turn of each episode its own draw
+  req.min_policy_version = st.settings.min_policy_version;
   req.trace = label(self);
   auto prompt_tokens = req.prompt_tokens;
   auto& target = st.res->samplers[st.next_sampler % st.res->samplers.size()];
+  timed(self, episode::stage::sampling, true);
   self->request(target, st.settings.sampler_timeout, generate_atom::value, req)
     .then(
       [self, prompt_tokens](generation_result& out) {
         auto& st = self->state;
+        timed(self, episode::stage::sampling, false);
         if (out.finish == finish_reason::error && st.retries < st.settings.max_retries) {
           ++st.retries;
           ++st.next_sampler;
@@ -158,6 +175,7 @@ void sample(episode_pointer self) {
       },
       [self](caf::error& err) {
         auto& st = self->state;
+        timed(self, episode::stage::sampling, false);
         spdlog::warn("{}: sampler failed: {}", label(self), self->system().render(err));
         if (st.retries >= st.settings.max_retries)
           return finish(self, "failed: no sampler answered after " + std::to_string(st.retries + 1)

@@ -24,11 +24,14 @@
 // policy's chat format and tokenized here, so the learner gets exactly the token ids sampled
 // from. A sampler or evaluator that fails (node lost, queue busy, evaluator restarted) does not
 // lose the episode: the step goes to the next one in the list and the turn counts the retry.
+// Requests are labelled "<problem id> trajectory <id> turn <n>": the problem id comes first (a
+// sampler replaying recorded completions finds the problem by it, runtime/sampler/replay_backend).
 
 #include "actors/actor_stats.hpp"
 #include "messages/type_ids.hpp"
 #include "runtime/episode/prompts.hpp"
 #include "runtime/episode/rewards.hpp"
+#include "runtime/episode/stage_clock.hpp"
 #include "runtime/tokenizer/chat_format.hpp"
 #include "runtime/tokenizer/tokenizer.hpp"
 
@@ -50,6 +53,13 @@ struct episode_settings {
   int32_t max_retries = 3;        ///< per step, over samplers/evaluators
   std::chrono::milliseconds sampler_timeout{std::chrono::minutes(15)};
   std::chrono::milliseconds evaluator_timeout{std::chrono::minutes(15)};
+  /// Every generation request asks the sampler for at least this policy version (a sampler
+  /// holding an older one waits for the update): the coordinator's staleness bound in
+  /// asynchronous mode. 0: any version.
+  uint64_t min_policy_version = 0;
+  /// The coordinator step this episode belongs to: the round its work is timed under in
+  /// episode_resources::stages.
+  uint64_t round = 0;
 };
 
 /// What an episode works with; shared, read-only.
@@ -64,6 +74,9 @@ struct episode_resources {
   retriever_actor retriever;
   int32_t retrieval_k = 3;
   int64_t retrieval_token_budget = 3000;
+  /// When set, each generation and evaluation request is timed under settings.round (the
+  /// coordinator's per-step timeline).
+  std::shared_ptr<episode::stage_clock> stages;
 };
 
 struct episode_state {

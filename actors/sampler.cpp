@@ -2,9 +2,12 @@
 
 #include "runtime/sampler/builtin_backend.hpp"
 #include "runtime/sampler/remote_backend.hpp"
+#include "runtime/sampler/replay_backend.hpp"
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
+
+#include <optional>
 
 namespace kbrl {
 
@@ -74,8 +77,10 @@ sampler_state::~sampler_state() {
   backend.reset();
 }
 
+namespace {
+
 caf::expected<std::unique_ptr<sampling::generation_backend>>
-make_generation_backend(const sampling::sampler_settings& s) {
+make_plain_backend(const sampling::sampler_settings& s) {
   if (s.backend == "remote") {
     if (s.remote.base_url.empty() || s.remote.model.empty())
       return make_error(errc::invalid_config,
@@ -87,6 +92,25 @@ make_generation_backend(const sampling::sampler_settings& s) {
     return sampling::make_builtin_backend(s);
   return make_error(errc::invalid_config, "sampler.backend: expected builtin or remote, got \""
                                             + s.backend + "\"");
+}
+
+} // namespace
+
+caf::expected<std::unique_ptr<sampling::generation_backend>>
+make_generation_backend(const sampling::sampler_settings& s) {
+  // Read the recorded completions first: a bad file fails before a model is loaded.
+  std::optional<sampling::recorded_completions> replay;
+  if (!s.replay_completions.empty()) {
+    auto loaded = sampling::load_recorded_completions(s.replay_completions);
+    if (!loaded)
+      return loaded.error();
+    replay = std::move(*loaded);
+  }
+  auto backend = make_plain_backend(s);
+  if (!backend || !replay)
+    return backend;
+  return sampling::make_replay_backend(std::move(*backend), std::move(*replay),
+                                       s.replay_completions);
 }
 
 sampler_actor::behavior_type sampler(sampler_pointer self, actor_stats stats,

@@ -55,7 +55,8 @@ struct sampler_state {
 
 using sampler_pointer = sampler_actor::stateful_pointer<sampler_state>;
 
-/// A generation backend as the settings say (errors name the sampler.* key at fault).
+/// A generation backend as the settings say (errors name the sampler.* key at fault), wrapped
+/// to replay recorded completions when sampler.replay_completions is set.
 caf::expected<std::unique_ptr<sampling::generation_backend>>
 make_generation_backend(const sampling::sampler_settings& settings);
 

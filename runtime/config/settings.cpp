@@ -79,6 +79,10 @@ const std::vector<setting>& all_settings() {
     {"sampler.remote_token_prompts", setting_kind::boolean, "true",
      "Remote sampler: send prompts as token ids (vLLM, SGLang), so the learner sees exactly the "
      "tokens sampled from."},
+    {"sampler.replay_completions", setting_kind::string, "\"\"",
+     "Timing runs with random weights: JSON lines {\"problem\": ID, \"completion\": TEXT} whose "
+     "text replaces what the sampler generated for that problem (tokens and timing stay the "
+     "generated ones); empty: off."},
     {"learner.model", setting_kind::string, "\"\"",
      "Model the learner trains a LoRA adapter for: directory (Hugging Face layout) or hub id; "
      "empty: sampler.model (learner and samplers must share the base model)."},

@@ -22,6 +22,7 @@ sampler_settings sampler_settings_from(const config::run_config& run, int gpu,
   r.max_in_flight = static_cast<int32_t>(run.get_int("sampler.remote_max_in_flight"));
   r.request_timeout_s = run.get_real("sampler.remote_timeout_s");
   r.use_token_prompts = run.get_bool("sampler.remote_token_prompts");
+  s.replay_completions = run.get_string("sampler.replay_completions");
   return s;
 }
 

@@ -25,6 +25,10 @@ struct sampler_settings {
 
   // remote server
   remote::remote_sampler_options remote;
+
+  /// JSONL of recorded completions (problem -> completion) whose text replaces the generated
+  /// text, for timing runs with random weights (runtime/sampler/replay_backend.hpp). "": off.
+  std::string replay_completions;
 };
 
 /// The sampler.* settings of `run` for the sampler on `gpu` (-1: CPU); `name` labels results.

@@ -230,6 +230,11 @@ std::string shell_session::help_text() {
          "                        Ctrl-C)\n"
          "  config                the run config of the node this shell is connected to\n"
          "  VERB ACTOR [ARGS]     a control verb listed under 'commands' in the actor's status\n"
+         "                        e.g. pause head/coordinator, resume head/coordinator,\n"
+         "                        timeline head/coordinator [N] (per-stage timing of the last N\n"
+         "                        steps), trajectory head/coordinator PROBLEM (the newest\n"
+         "                        trajectory of a problem: prompt, completion, kernel, verdict,\n"
+         "                        reward per turn)\n"
          "  help                  this text\n"
          "  quit                  leave the shell\n";
 }

@@ -8,7 +8,8 @@
 //                            and the role's own details
 //   watch ACTOR [S] [N]      status every S seconds (default 1), N times (default: until stopped)
 //   config                   the run config the node runs with
-//   VERB ACTOR [ARGS...]     a control verb an actor lists in its status (e.g. restart)
+//   VERB ACTOR [ARGS...]     a control verb an actor lists in its status (e.g. restart; the
+//                            coordinator's pause, resume, timeline [N], trajectory PROBLEM)
 //   help, quit
 
 #include "messages/type_ids.hpp"

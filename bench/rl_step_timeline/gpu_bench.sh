@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# The RL step timeline on one GPU: kbrl-node --role all with a Qwen2-1.5B-shaped random policy,
+# 8 KernelBench level-1 problems x 8 samples per step, the sampler's text replaced by the
+# evaluator benchmark's recorded candidates (which the evaluators really build and run), a few
+# steps in sync then in async mode; prints the per-stage timeline table of each and the ratio of
+# step wall time to the slowest stage.
+#
+# Runs ON the GPU machine from the repository root, AFTER the build (it builds nothing):
+#   bash .gpu/build.sh && source .gpu/env.sh            # build-gpu/kbrl-node, kbrl-shell, ...
+#   bash bench/rl_step_timeline/gpu_bench.sh OUT [MODES] [STEPS]
+# MODES: "sync async" (default), or one of them (two calls fit better into 600-s device calls;
+# summarize.py then compares OUT/sync and OUT/async). STEPS: steps per mode (default 3).
+#
+# Needs: $KERNELBENCH_ROOT (default .gpu/kb) holding level1/19_ReLU.py ...; a Qwen2.5 tokenizer
+# folder $KBRL_TOKENIZER_DIR (default .gpu/qwen2.5-tokenizer, with tokenizer.json and
+# tokenizer_config.json; prepare it here with bench/rl_step_timeline/prepare_tokenizer.sh), since
+# the random checkpoint has none. Extra run-config overrides (key=value ...) go in $KBRL_EXTRA.
+set -uo pipefail
+out=${1:?usage: gpu_bench.sh OUT [MODES] [STEPS]}
+modes=${2:-sync async}
+steps=${3:-3}
+here=$(cd "$(dirname "$0")" && pwd)
+kb=${KERNELBENCH_ROOT:-.gpu/kb}
+tokdir=${KBRL_TOKENIZER_DIR:-.gpu/qwen2.5-tokenizer}
+bin=${KBRL_BIN:-build-gpu}
+model=${KBRL_RL_MODEL:-/tmp/kbrl-qwen2-1.5b-rl}
+port=${KBRL_PORT:-4555}
+limit=${KBRL_BENCH_LIMIT:-540}          # seconds per mode, startup included
+numbers=19,20,21,22,25,26,27,28         # 8 level-1 problems with recorded candidates
+mkdir -p "$out"
+t_start=$(date +%s)
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader > "$out/device.txt" 2>&1
+nproc >> "$out/device.txt"
+for f in "$bin/kbrl-node" "$bin/kbrl-bench-generate" "$bin/kbrl-shell"; do
+  [ -x "$f" ] || { echo "gpu_bench: $f missing: build first (bash .gpu/build.sh)"; exit 1; }
+done
+[ -f "$tokdir/tokenizer.json" ] || { echo "gpu_bench: no $tokdir/tokenizer.json (see the header)"; exit 1; }
+[ -f "$kb/level1/19_ReLU.py" ] || { echo "gpu_bench: no KernelBench level 1 under $kb"; exit 1; }
+[ -f .gpu/env.sh ] && source .gpu/env.sh
+
+# 1. The policy: random Qwen2-1.5B shapes in bf16 (written once; no end-of-sequence token, so
+#    every completion runs to rl.max_new_tokens), with the Qwen2.5 tokenizer beside it.
+if [ ! -f "$model/config.json" ]; then
+  "$bin/kbrl-bench-generate" --config bench/sampler_throughput/qwen2-1.5b.config.json --dir "$model" \
+    --batch 1 --prompt 8 --new 2 --device cuda --dtype bf16 > "$out/checkpoint.log" 2>&1 \
+    || { tail -20 "$out/checkpoint.log"; exit 1; }
+fi
+cp "$tokdir/tokenizer.json" "$model/"
+[ -f "$tokdir/tokenizer_config.json" ] && cp "$tokdir/tokenizer_config.json" "$model/"
+
+# 2. The recorded completions: the evaluator benchmark's candidates of the 8 problems.
+cands=/tmp/kb_cands
+python3 bench/eval_throughput/make_candidates.py --kernelbench "$kb" --out "$cands" \
+  > "$out/candidates.log" 2>&1 || { cat "$out/candidates.log"; exit 1; }
+python3 "$here/make_replay.py" --manifest "$cands/manifest.json" --candidates "$cands" --level 1 \
+  --numbers "$numbers" --out "$out/replay.jsonl" | tee "$out/replay.log" || exit 1
+
+# 3. One run per mode.
+for mode in $modes; do
+  run_dir="$out/$mode"
+  rm -rf "$run_dir"
+  mkdir -p "$run_dir"
+  # [rl] and [problems] keys as the node's run config defines them (rl.*, problems.*).
+  cat > "$run_dir/run.toml" <<EOF
+[run]
+name = "rl-timeline-$mode"
+dir = "$run_dir/runs"
+
+[sampler]
+model = "$model"
+dtype = "bf16"
+slots = 64
+max_seq_len = 4096
+replay_completions = "$(cd "$out" && pwd)/replay.jsonl"
+
+[learner]
+max_staleness = 2
+
+[rl]
+enabled = true
+steps = $steps
+problems_per_step = 8
+group_size = 8
+mode = "$mode"
+max_staleness = 1
+max_new_tokens = 512
+
+[problems]
+root = "$(cd "$kb" && pwd)"
+levels = [1]
+numbers = "19-22,25-28"
+backend = "cuda"
+EOF
+  echo "== $mode: kbrl-node --role all --gpu 0, $steps steps (log: $run_dir/node.log)"
+  t0=$(date +%s)
+  # shellcheck disable=SC2086
+  "$bin/kbrl-node" --role all --gpu 0 --port "$port" --config "$run_dir/run.toml" \
+    node.stop_after_s="$limit" ${KBRL_EXTRA:-} > "$run_dir/node.log" 2>&1 &
+  node_pid=$!
+  # Done when every step's timeline is in metrics.jsonl (or the node ended, or time is up).
+  metrics=""
+  while kill -0 "$node_pid" 2>/dev/null; do
+    metrics=$(find "$run_dir/runs" -name metrics.jsonl 2>/dev/null | head -1)
+    if [ -n "$metrics" ] && [ "$(grep -c '"step_timeline.wall_s"' "$metrics")" -ge "$steps" ]; then
+      break
+    fi
+    if [ $(( $(date +%s) - t0 )) -ge "$limit" ]; then
+      echo "   time limit ($limit s) reached"
+      break
+    fi
+    sleep 5
+  done
+  # The shell's view of the same timeline, from the running node.
+  coord=$("$bin/kbrl-shell" "127.0.0.1:$port" -c "actors" --json 2>/dev/null \
+    | python3 -c 'import json,sys; print(next((a["name"] for a in json.load(sys.stdin) if a["role"] == "coordinator"), ""))' 2>/dev/null)
+  if [ -n "$coord" ]; then
+    "$bin/kbrl-shell" "127.0.0.1:$port" -c "timeline $coord" 2>&1 | tee "$run_dir/shell_timeline.txt"
+    "$bin/kbrl-shell" "127.0.0.1:$port" -c "trajectory $coord 19_ReLU" > "$run_dir/shell_trajectory.txt" 2>&1
+    head -40 "$run_dir/shell_trajectory.txt"
+  else
+    echo "   (no coordinator found through kbrl-shell)"
+  fi
+  kill -TERM "$node_pid" 2>/dev/null
+  for _ in $(seq 30); do kill -0 "$node_pid" 2>/dev/null || break; sleep 1; done
+  kill -KILL "$node_pid" 2>/dev/null
+  wait "$node_pid" 2>/dev/null
+  echo "   $mode: $(( $(date +%s) - t0 )) s; last log lines:"
+  grep -E "step [0-9]+|error|failed" "$run_dir/node.log" | tail -8
+  [ -n "$metrics" ] && cp "$metrics" "$run_dir/metrics.jsonl"
+done
+
+# 4. The table and the ratios.
+args=()
+for mode in sync async; do
+  [ -f "$out/$mode/metrics.jsonl" ] && args+=("$mode=$out/$mode/metrics.jsonl")
+done
+[ ${#args[@]} -gt 0 ] && python3 "$here/summarize.py" "${args[@]}" --skip 1 --json "$out/summary.json"
+echo "total: $(( $(date +%s) - t_start )) s"

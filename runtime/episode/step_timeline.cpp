@@ -1,0 +1,89 @@
+#include "runtime/episode/step_timeline.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace kbrl::episode {
+
+namespace {
+
+std::string seconds(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, x < 10 ? "%.2f" : "%.1f", x);
+  return buf;
+}
+
+std::string percent(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f%%", 100 * x);
+  return buf;
+}
+
+} // namespace
+
+double slowest_stage_s(const step_timeline& t) {
+  return std::max({t.sampling_wall_s, t.evaluating_wall_s, t.training_s + t.publishing_s});
+}
+
+std::vector<metric_record> timeline_metrics(const step_timeline& t, int64_t unix_ms,
+                                            const std::string& source) {
+  std::vector<metric_record> out;
+  auto add = [&](const char* name, double value) {
+    out.push_back({t.step, std::string("step_timeline.") + name, value, unix_ms, source});
+  };
+  add("wall_s", t.wall_s);
+  add("sampling_s", t.sampling_s);
+  add("sampling_wall_s", t.sampling_wall_s);
+  add("evaluating_s", t.evaluating_s);
+  add("evaluating_wall_s", t.evaluating_wall_s);
+  add("training_s", t.training_s);
+  add("publishing_s", t.publishing_s);
+  add("sampler_busy", t.sampler_busy);
+  add("evaluator_busy", t.evaluator_busy);
+  add("learner_busy", t.learner_busy);
+  add("slowest_stage_s", slowest_stage_s(t));
+  add("steps_in_flight", static_cast<double>(t.steps_in_flight));
+  add("stale_dropped", static_cast<double>(t.stale_dropped));
+  return out;
+}
+
+std::string render_timeline_table(const std::vector<step_timeline>& steps) {
+  if (steps.empty())
+    return "no step finished yet\n";
+  const std::vector<std::string> header{"STEP",  "WALL S", "SAMPLING S (SUM)", "EVALUATING S (SUM)",
+                                        "TRAIN S", "PUBLISH S", "BUSY S/E/L",  "WALL/SLOWEST",
+                                        "IN FLIGHT"};
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& t : steps) {
+    double slowest = slowest_stage_s(t);
+    rows.push_back({std::to_string(t.step), seconds(t.wall_s),
+                    seconds(t.sampling_wall_s) + " (" + seconds(t.sampling_s) + ")",
+                    seconds(t.evaluating_wall_s) + " (" + seconds(t.evaluating_s) + ")",
+                    seconds(t.training_s), seconds(t.publishing_s),
+                    percent(t.sampler_busy) + "/" + percent(t.evaluator_busy) + "/"
+                      + percent(t.learner_busy),
+                    slowest > 0 ? seconds(t.wall_s / slowest) : "-",
+                    std::to_string(t.steps_in_flight)});
+  }
+  std::vector<size_t> width(header.size());
+  for (size_t i = 0; i < header.size(); ++i) {
+    width[i] = header[i].size();
+    for (const auto& r : rows)
+      width[i] = std::max(width[i], r[i].size());
+  }
+  std::string out;
+  auto line = [&](const std::vector<std::string>& cells) {
+    for (size_t i = 0; i < cells.size(); ++i) {
+      out += cells[i];
+      if (i + 1 < cells.size())
+        out += std::string(width[i] - cells[i].size() + 2, ' ');
+    }
+    out += "\n";
+  };
+  line(header);
+  for (const auto& r : rows)
+    line(r);
+  return out;
+}
+
+} // namespace kbrl::episode

@@ -1,0 +1,48 @@
+#pragma once
+// The per-stage timeline of one training step, as the coordinator records it when the step is
+// committed (its policy published), and how it is logged and shown.
+//
+// A step's wall time is the time between the commit of the previous step (or the start of the
+// run) and its own: in synchronous mode that is sampling + evaluating + training + publishing,
+// in asynchronous mode later steps' episodes run while a step trains, so it approaches the
+// slowest stage. Stage times of the step are those of its own work (summed over requests, and
+// the wall time during which any of it ran); busy fractions are those of the whole stage (any
+// step's work) within the step's wall time, so 1 - busy is the stage's idle fraction.
+
+#include "messages/data.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kbrl::episode {
+
+struct step_timeline {
+  uint64_t step = 0;
+  double wall_s = 0;              ///< previous commit (or run start) to this commit
+  double sampling_s = 0;          ///< this step's generation requests, summed
+  double sampling_wall_s = 0;     ///< time during which any of them was under way
+  double evaluating_s = 0;        ///< this step's evaluation requests, summed
+  double evaluating_wall_s = 0;
+  double training_s = 0;          ///< the learner's train request, sent to answered
+  double publishing_s = 0;        ///< the new policy sent to every sampler, to all applied
+  double sampler_busy = 0;        ///< fraction of wall_s any sampling ran (any step's)
+  double evaluator_busy = 0;      ///< fraction of wall_s any evaluation ran
+  double learner_busy = 0;        ///< fraction of wall_s the learner trained
+  uint64_t steps_in_flight = 0;   ///< steps whose episodes were under way at the commit (async)
+  uint64_t stale_dropped = 0;     ///< trajectories not sent to the learner: too stale
+};
+
+/// The stage that took longest for the step: sampling wall, evaluating wall, or training +
+/// publishing (what one learner does per step). 0 for an empty timeline.
+double slowest_stage_s(const step_timeline& t);
+
+/// The records "step_timeline.wall_s", "step_timeline.sampling_s", ... for the metrics actor.
+std::vector<metric_record> timeline_metrics(const step_timeline& t, int64_t unix_ms,
+                                            const std::string& source);
+
+/// A small table, one row per step: wall, each stage's wall (summed in brackets), busy
+/// fractions, and wall / slowest stage.
+std::string render_timeline_table(const std::vector<step_timeline>& steps);
+
+} // namespace kbrl::episode

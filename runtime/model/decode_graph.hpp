@@ -11,9 +11,9 @@
 //
 // Key-length buckets: a step attends to cached positions [0, key_len), and a graph has fixed
 // shapes, so there is one graph per key length used, from decode_key_lengths(): key_block times
-// 1, 2, 3, 4, 6, 8, 12, 16, ... (powers of two and three times powers of two, so a bucket is at
-// most 1.5x the one below it and short sequences do not read the whole cache), capped at the
-// cache's max_len. A step uses the smallest bucket >= the longest live sequence including its
+// 1, 2, 3, 4, 6, 8, 12, 16, ... (powers of two and three times powers of two: from 2 key_block
+// on a bucket is at most 1.5x the one below it, and short sequences do not read the whole
+// cache), capped at the cache's max_len. A step uses the smallest bucket >= the longest live sequence including its
 // new token. Graphs are captured lazily, on the first step that needs their bucket, and share
 // one memory pool (only one runs at a time, on one stream; their outputs are copied into the
 // static logits buffer, which lies outside the pool).

@@ -1,17 +1,22 @@
 // kbrl-bench-generate: the built-in sampler's generation throughput, for bench/sampler_throughput.
 //
 //   kbrl-bench-generate --config CONFIG.json --dir DIR [--batch 1,32,128] [--prompt 512]
-//                       [--new 256] [--device cuda] [--dtype bf16] [--out results.json]
+//                       [--new 256] [--device cuda] [--dtype bf16] [--cuda-graphs on,off]
+//                       [--out results.json]
 //
 // Writes a random-initialised checkpoint of CONFIG into DIR once (reused after), loads it, and
 // for each batch size runs `batch` requests of `prompt` random tokens and exactly `new` sampled
 // tokens each (the model's end-of-sequence ids are removed from the config so no sequence stops
 // early) through a generation engine with `batch` slots. Reports new tokens per second, split
 // into prefill and decode, and the memory-bandwidth bound of one decode step (weight bytes /
-// measured device copy bandwidth).
+// measured device copy bandwidth). --cuda-graphs on,off (the default) runs every batch size with
+// the decode step replayed from CUDA graphs and then eagerly, and prints both; "on" or "off"
+// alone runs one mode. A run with graphs on reports how many steps came from a graph: fewer than
+// all means the graphs fell back to eager (the reason is printed).
 
 #include "messages/errors.hpp"
 #include "runtime/io/json_writer.hpp"
+#include "runtime/model/decode_graph.hpp"
 #include "runtime/model/generation_engine.hpp"
 #include "runtime/model/model_config.hpp"
 #include "runtime/model/random_checkpoint.hpp"
@@ -68,6 +73,7 @@ int main(int argc, char** argv) {
   CLI::App app{"kbrl-bench-generate: built-in sampler throughput on a random-initialised model"};
   std::string config_path, dir, device = "cuda", dtype = "bf16", out_path;
   std::vector<int> batches{1, 32, 128};
+  std::vector<std::string> graph_modes{"on", "off"};
   int prompt_len = 512, new_tokens = 256;
   app.add_option("--config", config_path, "config.json of the model shapes")->required();
   app.add_option("--dir", dir, "Where the random checkpoint is written (reused if present)")
@@ -77,6 +83,10 @@ int main(int argc, char** argv) {
   app.add_option("--new", new_tokens, "New tokens per request");
   app.add_option("--device", device);
   app.add_option("--dtype", dtype)->check(CLI::IsMember({"bf16", "fp32"}));
+  app.add_option("--cuda-graphs", graph_modes,
+                 "Decode with CUDA graphs on, off, or both in turn (on,off)")
+    ->delimiter(',')
+    ->check(CLI::IsMember({"on", "off"}));
   app.add_option("--out", out_path, "Write the figures as JSON here");
   CLI11_PARSE(app, argc, argv);
 
@@ -130,54 +140,85 @@ int main(int argc, char** argv) {
     .field("batch1_bound_tokens_per_s", bound_tokens_per_s);
   w.key("runs").begin_array();
   for (int batch : batches) {
-    model::generation_engine_options eo;
-    eo.slots = batch;
-    eo.max_sequence_length = prompt_len + new_tokens + 1;
-    auto engine = model::generation_engine::create(*model, std::nullopt, eo);
-    if (!engine)
-      return fail("engine", engine.error());
-    std::vector<generation_request> reqs(static_cast<size_t>(batch));
-    for (size_t i = 0; i < reqs.size(); ++i) {
-      reqs[i].id = i;
-      reqs[i].params.max_new_tokens = new_tokens;
-      reqs[i].params.temperature = 1.0;
-      reqs[i].params.seed = i;
-      for (int k = 0; k < prompt_len; ++k)
-        reqs[i].prompt_tokens.push_back(token(rng));
+    for (const auto& mode : graph_modes) {
+      const bool graphs = mode == "on";
+      model::generation_engine_options eo;
+      eo.slots = batch;
+      eo.max_sequence_length = prompt_len + new_tokens + 1;
+      eo.cuda_graphs = graphs;
+      auto engine = model::generation_engine::create(*model, std::nullopt, eo);
+      if (!engine)
+        return fail("engine", engine.error());
+      std::vector<generation_request> reqs(static_cast<size_t>(batch));
+      for (size_t i = 0; i < reqs.size(); ++i) {
+        reqs[i].id = i;
+        reqs[i].params.max_new_tokens = new_tokens;
+        reqs[i].params.temperature = 1.0;
+        reqs[i].params.seed = i;
+        for (int k = 0; k < prompt_len; ++k)
+          reqs[i].prompt_tokens.push_back(token(rng));
+      }
+      // Warm-up (kernels, allocator, and with graphs on the captures): for every key-length
+      // bucket the measured decode steps use, one request whose single decode step needs it (the
+      // graph covers all slots whatever the number of requests), so the measurement sees replays.
+      {
+        std::vector<generation_request> warm;
+        const int64_t first = prompt_len + 1, last = prompt_len + new_tokens;
+        for (auto key_len : model::decode_key_lengths(eo.key_block, eo.max_sequence_length)) {
+          const int64_t needed = std::min<int64_t>(key_len, last);
+          if (needed < first)
+            continue;
+          auto r = reqs.front();
+          r.id = 1000000 + warm.size();
+          r.prompt_tokens.resize(static_cast<size_t>(needed - 1), r.prompt_tokens.front());
+          r.params.max_new_tokens = 2; // the prefill's token, then one decode step
+          warm.push_back(std::move(r));
+          if (needed == last)
+            break;
+        }
+        engine->generate(warm);
+      }
+      synchronize(opts.device);
+      auto before = engine->stats();
+      auto t1 = std::chrono::steady_clock::now();
+      auto results = engine->generate(reqs);
+      synchronize(opts.device);
+      double secs = seconds_since(t1);
+      size_t generated = 0;
+      for (auto& r : results)
+        generated += r.completion_tokens.size();
+      auto after = engine->stats();
+      double prefill = after.prefill_seconds - before.prefill_seconds;
+      double decode = after.decode_seconds - before.decode_seconds;
+      const auto steps = after.decode_steps - before.decode_steps;
+      const auto graph_steps = after.graph_steps - before.graph_steps;
+      double tps = generated / secs;
+      std::printf("batch %4d, graphs %-3s: %zu new tokens in %.2f s = %.1f tokens/s (prefill %.2f "
+                  "s, decode %.2f s, %.2f ms per decode step, %llu of %llu steps from graphs, %llu "
+                  "captures)%s\n",
+                  batch, mode.c_str(), generated, secs, tps, prefill, decode,
+                  1000.0 * decode / std::max<double>(1, steps),
+                  static_cast<unsigned long long>(graph_steps),
+                  static_cast<unsigned long long>(steps),
+                  static_cast<unsigned long long>(after.graph_captures),
+                  batch == 1 ? ("; " + std::to_string(100.0 * tps / bound_tokens_per_s).substr(0, 5)
+                                + "% of the bound").c_str()
+                             : "");
+      if (graphs && !engine->cuda_graphs_off_reason().empty())
+        std::printf("  CUDA graphs fell back to eager: %s\n", engine->cuda_graphs_off_reason().c_str());
+      std::fflush(stdout);
+      w.begin_object()
+        .field("batch", static_cast<int64_t>(batch))
+        .field("cuda_graphs", graphs)
+        .field("graph_steps", static_cast<uint64_t>(graph_steps))
+        .field("decode_steps", static_cast<uint64_t>(steps))
+        .field("new_tokens", static_cast<uint64_t>(generated))
+        .field("seconds", secs)
+        .field("tokens_per_s", tps)
+        .field("prefill_seconds", prefill)
+        .field("decode_seconds", decode)
+        .end_object();
     }
-    // warm-up: one short request (kernels, allocator)
-    auto warm = reqs.front();
-    warm.params.max_new_tokens = 4;
-    engine->generate({warm});
-    synchronize(opts.device);
-    auto before = engine->stats();
-    auto t1 = std::chrono::steady_clock::now();
-    auto results = engine->generate(reqs);
-    synchronize(opts.device);
-    double secs = seconds_since(t1);
-    size_t generated = 0;
-    for (auto& r : results)
-      generated += r.completion_tokens.size();
-    auto after = engine->stats();
-    double prefill = after.prefill_seconds - before.prefill_seconds;
-    double decode = after.decode_seconds - before.decode_seconds;
-    double tps = generated / secs;
-    std::printf("batch %4d: %zu new tokens in %.2f s = %.1f tokens/s (prefill %.2f s, decode %.2f "
-                "s, %.2f ms per decode step)%s\n",
-                batch, generated, secs, tps, prefill, decode,
-                1000.0 * decode / std::max<double>(1, after.decode_steps - before.decode_steps),
-                batch == 1 ? ("; " + std::to_string(100.0 * tps / bound_tokens_per_s).substr(0, 5)
-                              + "% of the bound").c_str()
-                           : "");
-    std::fflush(stdout);
-    w.begin_object()
-      .field("batch", static_cast<int64_t>(batch))
-      .field("new_tokens", static_cast<uint64_t>(generated))
-      .field("seconds", secs)
-      .field("tokens_per_s", tps)
-      .field("prefill_seconds", prefill)
-      .field("decode_seconds", decode)
-      .end_object();
   }
   w.end_array().end_object();
   if (!out_path.empty())

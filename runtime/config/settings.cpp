@@ -63,6 +63,10 @@ const std::vector<setting>& all_settings() {
      {}, 1, 4096},
     {"sampler.max_seq_len", setting_kind::integer, "8192",
      "Built-in sampler: prompt plus completion tokens per sequence (sizes the KV cache).", {}, 16},
+    {"sampler.cuda_graphs", setting_kind::boolean, "true",
+     "Built-in sampler on a GPU: replay each decode step from a CUDA graph (one per key-length "
+     "bucket, captured on first use) instead of launching its kernels one by one; false: "
+     "always eager. A capture that fails is logged and the sampler decodes eagerly."},
     {"sampler.queue_capacity", setting_kind::integer, "1024",
      "Generation requests a sampler holds at once; more are answered busy.", {}, 1},
     {"sampler.remote_url", setting_kind::string, "\"\"",

@@ -26,22 +26,34 @@ at::Tensor grouped_attention(const at::Tensor& q, const at::Tensor& k, const at:
   const int64_t group = heads / kv_heads;
   // Query heads h = g * group + i share key/value head g: fold i into the query dimension.
   const auto folded_q = q.reshape({batch, kv_heads, group * queries, dim});
-  const auto folded_mask = group == 1 ? mask
-                                      : mask.unsqueeze(2)
-                                          .expand({batch, 1, group, queries, keys})
-                                          .reshape({batch, 1, group * queries, keys});
+  TORCH_CHECK(mask.dim() == 4, "grouped_attention: mask must be [batch, 1, queries, keys], got ",
+              mask.sizes());
+  const bool folded_already = group == 1 || mask.size(2) == group * queries;
+  const auto folded_mask = folded_already ? mask
+                                          : mask.unsqueeze(2)
+                                              .expand({batch, 1, group, queries, keys})
+                                              .reshape({batch, 1, group * queries, keys});
   at::Tensor out;
 #if KBRL_HAVE_SDPA
   out = at::scaled_dot_product_attention(folded_q, k, v, folded_mask);
 #else
   const double scale = 1.0 / std::sqrt(static_cast<double>(dim));
   auto scores = at::matmul(folded_q, k.transpose(-1, -2)) * scale;
-  scores = scores.masked_fill(folded_mask.logical_not(), -std::numeric_limits<double>::infinity());
+  scores = at::where(folded_mask, scores, -std::numeric_limits<double>::infinity());
   const auto probs =
     at::softmax(scores, -1, at::promote_types(q.scalar_type(), at::kFloat)).to(q.scalar_type());
   out = at::matmul(probs, v);
 #endif
   return out.reshape({batch, heads, queries, dim});
+}
+
+at::Tensor fold_attention_mask(const at::Tensor& mask, int64_t group) {
+  if (group == 1)
+    return mask;
+  const int64_t batch = mask.size(0), queries = mask.size(2), keys = mask.size(3);
+  return mask.unsqueeze(2)
+    .expand({batch, 1, group, queries, keys})
+    .reshape({batch, 1, group * queries, keys});
 }
 
 at::Tensor causal_mask(const at::Tensor& valid) {

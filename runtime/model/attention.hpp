@@ -22,10 +22,17 @@ namespace kbrl::model {
 ///   q     [batch, heads, queries, head_dim]
 ///   k, v  [batch, kv_heads, keys, head_dim], kv_heads dividing heads; query head h uses
 ///         key/value head h / (heads / kv_heads), as transformers' repeat_kv arranges them
-///   mask  bool [batch, 1, queries, keys]
+///   mask  bool [batch, 1, queries, keys], or that mask already folded for the head groups by
+///         fold_attention_mask() ([batch, 1, group * queries, keys]), so that a forward over
+///         many layers folds it once instead of once per layer
 /// Returns [batch, heads, queries, head_dim] in q's dtype.
 at::Tensor grouped_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                              const at::Tensor& mask);
+
+/// `mask` (bool [batch, 1, queries, keys]) repeated for the `group` query heads that share one
+/// key/value head, as grouped_attention() lays them out: [batch, 1, group * queries, keys]
+/// (row i * queries + s is query s). group 1: `mask` itself.
+at::Tensor fold_attention_mask(const at::Tensor& mask, int64_t group);
 
 /// The mask of a batch attending to itself: query i may see key j <= i where key j is a real
 /// token (`valid` bool [batch, seq], true for real tokens, false for padding). A padding query

@@ -2,12 +2,14 @@
 
 #include "messages/errors.hpp"
 #include "runtime/model/attention.hpp"
+#include "runtime/model/decode_graph.hpp"
 #include "runtime/model/lora_adapter.hpp"
 #include "runtime/model/sampling.hpp"
 #include "runtime/tokenizer/stream_decoder.hpp"
 
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
@@ -35,8 +37,6 @@ namespace {
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
-
-int64_t round_up(int64_t x, int64_t block) { return (x + block - 1) / block * block; }
 
 sampling_row row_of(const sampling_params& p, std::optional<at::Generator>& gen) {
   return {p.temperature, p.top_p, p.top_k, gen ? &*gen : nullptr};
@@ -83,7 +83,19 @@ caf::expected<generation_engine> generation_engine::create(transformer& model,
                                         + " positions: " + err.what_without_backtrace());
   }
   e.slots_.resize(e.options_.slots);
+  e.key_lengths_ = decode_key_lengths(e.options_.key_block, e.options_.max_sequence_length);
+  if (e.options_.cuda_graphs && model.options().device.is_cuda()) {
+    c10::InferenceMode guard;
+    e.graph_ = std::make_unique<decode_graph>(model, *e.cache_, e.options_.key_block);
+    if (!e.graph_->available())
+      spdlog::warn("{}: CUDA graphs asked for but off: {}; decoding eagerly", e.options_.name,
+                   e.graph_->unavailable_reason());
+  }
   return e;
+}
+
+std::string generation_engine::cuda_graphs_off_reason() const {
+  return graph_ ? graph_->unavailable_reason() : std::string{};
 }
 
 double generation_engine::now() const {
@@ -151,11 +163,70 @@ caf::expected<void> generation_engine::set_adapter(const lora_adapter* adapter,
                                                    uint64_t policy_version) {
   if (adapter == nullptr) {
     model_->clear_lora();
-  } else if (auto ok = attach_lora_adapter(*model_, *adapter); !ok) {
-    return ok.error();
+    owned_adapter_.clear();
+  } else if (!graph_) {
+    if (auto ok = attach_lora_adapter(*model_, *adapter); !ok)
+      return ok.error();
+  } else if (copy_adapter_in_place(*adapter)) {
+    ++stats_.adapter_copies;
+  } else {
+    // The graphs read the factors at fixed addresses: attach the engine's own copy, so that
+    // the next version of this adapter can be copied into it in place.
+    lora_adapter copy = *adapter;
+    try {
+      c10::InferenceMode guard;
+      for (auto& [module, f] : copy.modules) {
+        f.a = f.a.clone();
+        f.b = f.b.clone();
+      }
+    } catch (const c10::Error& err) {
+      return make_error(errc::internal, std::string("cannot copy the adapter's factors: ")
+                                          + err.what_without_backtrace());
+    }
+    if (auto ok = attach_lora_adapter(*model_, copy); !ok)
+      return ok.error();
+    owned_adapter_ = std::move(copy.modules);
   }
   policy_version_ = policy_version;
   return {};
+}
+
+bool generation_engine::copy_adapter_in_place(const lora_adapter& adapter) {
+  if (owned_adapter_.empty() || adapter.modules.size() != owned_adapter_.size())
+    return false;
+  if (!check_lora_adapter(adapter, model_->config()))
+    return false; // attach_lora_adapter reports why
+  // The model must still hold exactly the engine's copy, and the new factors must match it one
+  // for one; anything else goes through attach (and the graphs re-capture).
+  std::vector<std::pair<const lora_factors*, const lora_factors*>> plan; // {owned, new}
+  for (const auto& [module, f] : adapter.modules) {
+    const auto owned = owned_adapter_.find(module);
+    const auto* layer = model_->find_linear(module);
+    if (owned == owned_adapter_.end() || layer == nullptr || !layer->lora.defined())
+      return false;
+    const auto& o = owned->second;
+    if (!layer->lora.a.is_same(o.a) || !layer->lora.b.is_same(o.b) || o.scaling != f.scaling
+        || layer->lora.scaling != f.scaling || layer->lora.dropout != f.dropout
+        || f.dropout_generator.defined() || !f.defined())
+      return false;
+    for (const auto& [mine, theirs] : {std::pair{&o.a, &f.a}, std::pair{&o.b, &f.b}})
+      if (mine->sizes() != theirs->sizes() || mine->scalar_type() != theirs->scalar_type()
+          || mine->device() != theirs->device())
+        return false;
+    plan.emplace_back(&o, &f);
+  }
+  try {
+    c10::InferenceMode guard;
+    for (auto& [owned, f] : plan) {
+      owned->a.copy_(f->a);
+      owned->b.copy_(f->b);
+    }
+  } catch (const c10::Error& err) {
+    spdlog::warn("{}: copying the adapter in place failed ({}); attaching it instead",
+                 options_.name, err.what_without_backtrace());
+    return false;
+  }
+  return true;
 }
 
 std::size_t generation_engine::step() {
@@ -289,12 +360,14 @@ bool generation_engine::start(waiting_request&& w, int64_t slot) {
 
 void generation_engine::decode() {
   const int64_t n = options_.slots;
-  std::vector<int64_t> ids(n, 0), positions(n, 0), active;
+  // Row 0 the token ids, row 1 the positions, [2, slots]: one copy to the device.
+  std::vector<int64_t> inputs(2 * n, 0);
+  std::vector<int64_t> active;
   int64_t longest = 0;
   for (int64_t i = 0; i < n; ++i)
     if (slots_[i]) {
-      ids[i] = slots_[i]->next_token;
-      positions[i] = slots_[i]->length;
+      inputs[i] = slots_[i]->next_token;
+      inputs[n + i] = slots_[i]->length;
       longest = std::max(longest, slots_[i]->length + 1);
       active.push_back(i);
     }
@@ -302,19 +375,12 @@ void generation_engine::decode() {
     return;
   const auto start_time = std::chrono::steady_clock::now();
   try {
-    const auto device = model_->options().device;
-    const int64_t key_len = std::min(round_up(longest, options_.key_block),
-                                     options_.max_sequence_length);
-    const auto ids_t = at::tensor(ids, at::kLong).view({n, 1}).to(device);
-    const auto pos_t = at::tensor(positions, at::kLong).view({n, 1}).to(device);
-    const auto hidden = model_->forward(ids_t, pos_t, cache_mask(pos_t, key_len),
-                                        {cache_.get(), 0, key_len});
-    auto logits = model_->logits(hidden.squeeze(1)); // [slots, vocab]
+    auto logits = decode_logits(inputs, longest); // [slots, vocab]
     std::vector<sampling_row> rows;
     for (auto i : active)
       rows.push_back(row_of(slots_[i]->request.params, slots_[i]->generator));
     if (static_cast<int64_t>(active.size()) < n)
-      logits = logits.index_select(0, at::tensor(active, at::kLong).to(device));
+      logits = logits.index_select(0, at::tensor(active, at::kLong).to(logits.device()));
     const auto drawn = sample_tokens(logits, rows);
     ++stats_.decode_steps;
     stats_.decode_seconds += seconds_since(start_time);
@@ -327,6 +393,33 @@ void generation_engine::decode() {
   } catch (const c10::Error& err) {
     fail_running(std::string("decode step failed: ") + err.what_without_backtrace());
   }
+}
+
+at::Tensor generation_engine::decode_logits(const std::vector<int64_t>& inputs, int64_t needed) {
+  const int64_t n = options_.slots;
+  // from_blob: a view of `inputs`, copied before this function returns.
+  const auto host = at::from_blob(const_cast<int64_t*>(inputs.data()), {2, n}, at::kLong);
+  if (graph_ && graph_->available()) {
+    const auto captures_before = graph_->captures();
+    auto logits = graph_->run(host, needed);
+    stats_.graph_captures += graph_->captures() - captures_before;
+    if (logits && logits->defined()) {
+      ++stats_.graph_steps;
+      return *logits;
+    }
+    if (!logits && !graph_warned_) {
+      graph_warned_ = true;
+      spdlog::warn("{}: CUDA graphs off from now on, decoding eagerly: {}", options_.name,
+                   describe(logits.error()));
+    }
+  }
+  const int64_t key_len = pick_key_length(key_lengths_, needed);
+  const auto both = host.to(model_->options().device);
+  const auto ids = both.select(0, 0).view({n, 1});
+  const auto positions = both.select(0, 1).view({n, 1});
+  const auto hidden = model_->forward(ids, positions, cache_mask(positions, key_len),
+                                      {cache_.get(), 0, key_len});
+  return model_->logits(hidden.squeeze(1));
 }
 
 bool generation_engine::append(sequence& s, int32_t token, float logprob) {

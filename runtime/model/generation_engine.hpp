@@ -8,10 +8,11 @@
 //              prompt's last logits. A request that ends right there frees the slot again for
 //              the next one.
 //   2. decode  one forward over all slots at once ([slots, 1] tokens: the decode step always has
-//              the same shapes, so it can later be captured in a CUDA graph), feeding each
-//              active slot the token it sampled last; then one token is sampled for every
-//              active slot. Free slots ride along on a dummy token at position 0, whose result
-//              is ignored.
+//              the same shapes), feeding each active slot the token it sampled last; then one
+//              token is sampled for every active slot. Free slots ride along on a dummy token
+//              at position 0, whose result is ignored. On a CUDA device the forward is replayed
+//              from a CUDA graph per key-length bucket (decode_graph.hpp; options.cuda_graphs),
+//              sampling stays outside it.
 //   3. finish  a sequence ends on a stop token (its sampling_params.stop_token_ids plus the
 //              model's end-of-sequence ids), a stop string in its decoded text, max_new_tokens,
 //              or a full cache slot; its generation_result goes to the callback (on_result) or
@@ -53,6 +54,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -61,6 +63,7 @@
 namespace kbrl::model {
 
 struct lora_adapter;
+class decode_graph;
 
 /// How an engine is sized.
 struct generation_engine_options {
@@ -70,12 +73,18 @@ struct generation_engine_options {
   /// Default 2048. Cache memory is slots * max_sequence_length * layers * 2 * kv_heads *
   /// head_dim * bytes of the run dtype.
   int64_t max_sequence_length = 2048;
-  /// The decode step attends to cached positions [0, n) with n the longest active sequence
-  /// rounded up to a multiple of this; > 0. Few distinct n keep the number of CUDA graphs small;
-  /// a small value wastes less work on short sequences. Default 64.
+  /// The decode step attends to cached positions [0, n) with n the smallest key-length bucket
+  /// >= the longest active sequence (its new token included): key_block x 1, 2, 3, 4, 6, 8,
+  /// 12, ... capped at max_sequence_length (decode_graph.hpp's decode_key_lengths), in eager
+  /// and graph mode alike, so both compute the same shapes. Few buckets keep the number of CUDA
+  /// graphs small; a small value wastes less work on short sequences. > 0. Default 64.
   int64_t key_block = 64;
   /// The name written into generation_result::sampler. Default "engine".
   std::string name = "engine";
+  /// Replay the decode step as CUDA graphs (decode_graph.hpp) when the model is on a CUDA
+  /// device and this build has CUDA; a capture that fails is logged and the engine decodes
+  /// eagerly from then on. False: always eager. Default true.
+  bool cuda_graphs = true;
 };
 
 /// Counters since the engine was created.
@@ -86,6 +95,9 @@ struct generation_stats {
   uint64_t decode_steps = 0;      ///< batched decode forwards
   double prefill_seconds = 0;     ///< in prefill forwards and their sampling
   double decode_seconds = 0;      ///< in decode forwards and their sampling
+  uint64_t graph_steps = 0;       ///< decode steps replayed from a CUDA graph
+  uint64_t graph_captures = 0;    ///< CUDA graphs captured (re-captures included)
+  uint64_t adapter_copies = 0;    ///< set_adapter calls that copied factors in place
 };
 
 /// A continuous-batching generator over one model (see above).
@@ -136,7 +148,19 @@ public:
   /// `policy_version` in the results of requests admitted from now on. Sequences already
   /// running continue with the new weights. Fails, leaving the model as it was, if the adapter
   /// does not fit the model (attach_lora_adapter).
+  ///
+  /// With CUDA graphs on, the model gets the engine's own copy of the factors (the graphs read
+  /// them at fixed addresses, whatever becomes of `adapter`): an adapter whose modules, shapes,
+  /// dtypes and scaling match the attached one is copied into those tensors in place (the
+  /// graphs stay valid: swapping versions of one adapter costs a copy); any other change (the
+  /// first adapter, another rank or target set, nullptr) makes the graphs re-capture lazily on
+  /// the next decode step. Without graphs the model shares the adapter's tensors, as
+  /// attach_lora_adapter does.
   caf::expected<void> set_adapter(const lora_adapter* adapter, uint64_t policy_version);
+
+  /// Why the decode step runs eagerly on a CUDA device although graphs were asked for (not
+  /// compiled in, a capture failed), or empty.
+  std::string cuda_graphs_off_reason() const;
 
   uint64_t policy_version() const { return policy_version_; }
   const generation_stats& stats() const { return stats_; }
@@ -160,12 +184,20 @@ private:
   void finish(sequence& s, finish_reason why, std::string error = {});
   void deliver(uint64_t ticket, generation_result result);
   void fail_running(const std::string& why);
+  bool copy_adapter_in_place(const lora_adapter& adapter);
+  /// The logits [slots, vocab] of one decode step over all slots, by graph or eagerly.
+  at::Tensor decode_logits(const std::vector<int64_t>& inputs, int64_t needed);
   double now() const;
 
   transformer* model_ = nullptr;
   std::optional<tok::tokenizer> tokenizer_;
   generation_engine_options options_;
   std::unique_ptr<kv_cache> cache_;
+  std::vector<int64_t> key_lengths_;     ///< decode_key_lengths(key_block, max_sequence_length)
+  std::unique_ptr<decode_graph> graph_;  ///< null: eager decoding (not asked for, or not CUDA)
+  bool graph_warned_ = false;
+  /// The adapter copy the model's LoRA factors are, with CUDA graphs (see set_adapter).
+  std::map<std::string, lora_factors> owned_adapter_;
   std::deque<waiting_request> queue_;
   std::vector<std::unique_ptr<sequence>> slots_; ///< nullptr: free
   std::function<void(generation_result)> callback_;

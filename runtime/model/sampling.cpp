@@ -21,27 +21,34 @@ sampled_tokens sample_tokens(const at::Tensor& logits, const std::vector<samplin
   const auto device = logits.device();
   const auto wide = logits.to(at::kFloat);
 
-  std::vector<float> temperature(n), top_p(n);
-  std::vector<int64_t> top_k(n);
-  std::vector<uint8_t> greedy(n);
-  bool any_sampled = false, any_truncated = false;
+  // The rows' settings go to the device in one copy: [4, n] float32 rows temperature, top_k
+  // (exact in float32: a vocabulary is far below 2^24), top_p and greedy (1 or 0).
+  std::vector<float> settings(4 * static_cast<std::size_t>(n));
+  float* temperature = settings.data();
+  float* top_k = temperature + n;
+  float* top_p = top_k + n;
+  float* greedy = top_p + n;
+  bool any_sampled = false, any_greedy = false, any_truncated = false;
   for (int64_t i = 0; i < n; ++i) {
     const auto& r = rows[i];
-    greedy[i] = r.temperature <= 0;
-    temperature[i] = greedy[i] ? 1.0f : static_cast<float>(r.temperature);
-    top_k[i] = r.top_k > 0 && r.top_k < vocab ? r.top_k : vocab;
+    const bool is_greedy = r.temperature <= 0;
+    greedy[i] = is_greedy ? 1.0f : 0.0f;
+    temperature[i] = is_greedy ? 1.0f : static_cast<float>(r.temperature);
+    top_k[i] = static_cast<float>(r.top_k > 0 && r.top_k < vocab ? r.top_k : vocab);
     // A top_p of 1 must keep everything, even where the float cumulative sum reaches 1 early.
     top_p[i] = r.top_p < 1.0 ? static_cast<float>(r.top_p) : std::numeric_limits<float>::infinity();
-    if (!greedy[i]) {
+    if (is_greedy) {
+      any_greedy = true;
+    } else {
       TORCH_CHECK(r.generator != nullptr, "sample_tokens: row ", i, " samples without a generator");
       any_sampled = true;
-      any_truncated = any_truncated || top_k[i] < vocab || r.top_p < 1.0;
+      any_truncated = any_truncated || (r.top_k > 0 && r.top_k < vocab) || r.top_p < 1.0;
     }
   }
-  const auto on_device = [&](auto& values, at::ScalarType type) {
-    return at::from_blob(values.data(), {n}, at::TensorOptions().dtype(type)).to(device);
-  };
-  const auto logp = at::log_softmax(wide / on_device(temperature, at::kFloat).unsqueeze(1), -1);
+  // On the CPU this is a view of `settings`, which outlives every use below.
+  const auto on_device =
+    at::from_blob(settings.data(), {4, n}, at::TensorOptions().dtype(at::kFloat)).to(device);
+  const auto logp = at::log_softmax(wide / on_device[0].unsqueeze(1), -1);
   auto choice = wide.argmax(-1);
 
   if (any_sampled) {
@@ -50,27 +57,41 @@ sampled_tokens sample_tokens(const at::Tensor& logits, const std::vector<samplin
       // Sorted most likely first; a stable sort keeps the lower id first among equals.
       auto [sorted, order] = logp.sort(/*stable=*/true, /*dim=*/-1, /*descending=*/true);
       const auto rank = at::arange(vocab, order.options()).unsqueeze(0);
-      auto drop = rank >= on_device(top_k, at::kLong).unsqueeze(1);
+      auto drop = rank >= on_device[1].to(at::kLong).unsqueeze(1);
       const auto probs = sorted.exp().masked_fill(drop, 0.0);
       const auto before = (probs.cumsum(-1) - probs) / probs.sum(-1, /*keepdim=*/true);
-      drop = drop.logical_or(before >= on_device(top_p, at::kFloat).unsqueeze(1));
+      drop = drop.logical_or(before >= on_device[2].unsqueeze(1));
       const auto dropped = at::zeros_like(drop).scatter(-1, order, drop);
       kept_logp = logp.masked_fill(dropped, -std::numeric_limits<float>::infinity());
     }
-    auto noise = at::ones_like(wide);
+    // Each sampled row draws its noise from its own generator (what makes a request's tokens
+    // independent of its batch); greedy rows keep a noise of 1, whose draw is discarded.
+    auto noise = any_greedy ? at::ones_like(wide) : at::empty_like(wide);
     for (int64_t i = 0; i < n; ++i)
-      if (!greedy[i])
+      if (greedy[i] == 0.0f)
         noise.select(0, i).exponential_(1.0, *rows[i].generator);
     const auto drawn = (kept_logp - noise.clamp_min(1e-30).log()).argmax(-1);
-    choice = at::where(on_device(greedy, at::kByte).to(at::kBool), choice, drawn);
+    choice = any_greedy ? at::where(on_device[3] > 0.5f, choice, drawn) : drawn;
   }
   const auto chosen_logp = logp.gather(-1, choice.unsqueeze(1)).squeeze(1);
 
-  const auto ids = choice.to(at::kCPU, at::kInt).contiguous();
-  const auto lps = chosen_logp.to(at::kCPU).contiguous();
+  // One copy back (one synchronisation): ids as float32 are exact below 2^24.
   sampled_tokens out;
-  out.ids.assign(ids.data_ptr<int32_t>(), ids.data_ptr<int32_t>() + n);
-  out.logprobs.assign(lps.data_ptr<float>(), lps.data_ptr<float>() + n);
+  out.ids.resize(n);
+  out.logprobs.resize(n);
+  if (vocab <= (int64_t{1} << 24)) {
+    const auto both = at::stack({choice.to(at::kFloat), chosen_logp}).to(at::kCPU).contiguous();
+    const float* p = both.data_ptr<float>();
+    for (int64_t i = 0; i < n; ++i) {
+      out.ids[i] = static_cast<int32_t>(p[i]);
+      out.logprobs[i] = p[n + i];
+    }
+  } else {
+    const auto ids = choice.to(at::kCPU, at::kInt).contiguous();
+    const auto lps = chosen_logp.to(at::kCPU).contiguous();
+    out.ids.assign(ids.data_ptr<int32_t>(), ids.data_ptr<int32_t>() + n);
+    out.logprobs.assign(lps.data_ptr<float>(), lps.data_ptr<float>() + n);
+  }
   return out;
 }
 

@@ -198,15 +198,16 @@ at::Tensor transformer::run_layer(int64_t index, const at::Tensor& hidden,
 
   at::Tensor keys = k, values = v;
   if (cache.cache != nullptr) {
-    using at::indexing::Slice;
     auto cached_k = cache.cache->keys(index).narrow(0, cache.first_slot, batch);
     auto cached_v = cache.cache->values(index).narrow(0, cache.first_slot, batch);
-    // Row b's token s goes to [b, :, positions[b, s], :]; the indexed dimensions come first in
-    // the value's shape: [batch, seq, kv_heads, dim].
-    const auto rows = at::arange(batch, positions.options().dtype(at::kLong)).unsqueeze(1);
-    const auto where = positions.to(at::kLong);
-    cached_k.index_put_({rows, Slice(), where}, k.transpose(1, 2));
-    cached_v.index_put_({rows, Slice(), where}, v.transpose(1, 2));
+    // Row b's token s goes to [b, :, positions[b, s], :]: a scatter along the position
+    // dimension, whose index is a view of the positions (no kernel, unlike the index tensors
+    // of index_put_ with advanced indexing).
+    const auto where = positions.to(at::kLong)
+                         .reshape({batch, 1, seq, 1})
+                         .expand({batch, kv_heads, seq, dim});
+    cached_k.scatter_(2, where, k);
+    cached_v.scatter_(2, where, v);
     keys = cached_k.narrow(2, 0, cache.key_len);
     values = cached_v.narrow(2, 0, cache.key_len);
   }
@@ -239,8 +240,11 @@ at::Tensor transformer::forward(const at::Tensor& ids, const at::Tensor& positio
   }
   auto h = embed(ids);
   const auto rot = rotary(positions);
+  // Every layer attends with the same mask: fold it for the head groups once, not per layer.
+  const auto folded = fold_attention_mask(
+    mask, config_.num_attention_heads / config_.num_key_value_heads);
   for (int64_t i = 0; i < static_cast<int64_t>(layers_.size()); ++i)
-    h = run_layer(i, h, rot, positions, mask, cache);
+    h = run_layer(i, h, rot, positions, folded, cache);
   return final_norm(h);
 }
 

@@ -149,7 +149,8 @@ public:
   /// cos and sin of `positions` ([batch, seq]) in the run dtype.
   rotary_embedding rotary(const at::Tensor& positions) const;
   /// Layer `index` applied to `hidden` (the residual stream, [batch, seq, hidden_size]); the
-  /// other arguments are forward()'s, `rotary` made by rotary(positions).
+  /// other arguments are forward()'s, `rotary` made by rotary(positions); `mask` may also be
+  /// folded for the head groups already (fold_attention_mask), as forward() passes it.
   at::Tensor run_layer(int64_t index, const at::Tensor& hidden, const rotary_embedding& rotary,
                        const at::Tensor& positions, const at::Tensor& mask,
                        const cache_span& cache = {}) const;

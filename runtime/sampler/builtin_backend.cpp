@@ -221,6 +221,7 @@ make_builtin_backend(const sampler_settings& s) {
   model::generation_engine_options eo;
   eo.slots = s.slots;
   eo.max_sequence_length = s.max_seq_len;
+  eo.cuda_graphs = s.cuda_graphs;
   eo.name = s.model;
   auto engine = model::generation_engine::create(*model, std::move(*tokenizer), eo);
   if (!engine)

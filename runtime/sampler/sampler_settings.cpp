@@ -14,6 +14,7 @@ sampler_settings sampler_settings_from(const config::run_config& run, int gpu,
   s.gpu = gpu;
   s.slots = static_cast<int32_t>(run.get_int("sampler.slots"));
   s.max_seq_len = static_cast<int32_t>(run.get_int("sampler.max_seq_len"));
+  s.cuda_graphs = run.get_bool("sampler.cuda_graphs");
   auto& r = s.remote;
   r.name = name;
   r.base_url = run.get_string("sampler.remote_url");

@@ -22,6 +22,7 @@ struct sampler_settings {
   int gpu = -1;                    ///< CUDA device; -1: CPU
   int32_t slots = 32;              ///< sequences decoded together (continuous batching)
   int32_t max_seq_len = 8192;      ///< prompt + completion tokens per sequence
+  bool cuda_graphs = true;         ///< replay decode steps from CUDA graphs (on a GPU)
 
   // remote server
   remote::remote_sampler_options remote;

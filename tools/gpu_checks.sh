@@ -42,6 +42,11 @@ step_cuda() {
   return $rc
 }
 
+# kbrl-eval's torch.compile reference (refused on torch < 2, timed here).
+step_evalcompile() {
+  timeout 400 "$tests" --run_test=eval_turns --log_level=message
+}
+
 # TensorBoard itself reads kbrl's event files.
 step_tensorboard() {
   rm -rf /tmp/kbrl-tb-eval /tmp/kbrl-tb

@@ -149,7 +149,7 @@ BOOST_AUTO_TEST_CASE(the_shipped_policy_loads_and_answers_a_real_prompt) {
 
   auto tok = tok::tokenizer::load(policy);
   BOOST_REQUIRE_MESSAGE(tok, test::why(tok));
-  for (const std::string text : {std::string("import torch\nclass ModelNew(nn.Module):\n    pass\n"),
+  for (const std::string& text : {std::string("import torch\nclass ModelNew(nn.Module):\n    pass\n"),
                                  std::string("Größe → ∞ 日本語 🙂 \t\n  x")})
     BOOST_CHECK_EQUAL(tok->decode(tok->encode(text)), text);
   auto chat = tok::chat_format::for_tokenizer(*tok);

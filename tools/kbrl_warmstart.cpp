@@ -9,8 +9,8 @@
 // The first form trains a byte-level BPE tokenizer and a qwen2 model on the examples' prompts
 // (rendered from the config's prompt.* keys, as RL episodes render them) and writes a model
 // directory in the Hugging Face layout with a warmstart.json that records how it was made
-// (runtime/warmstart/warm_start.hpp). The same command, seed and thread count rebuild the same
-// bytes. --measure N then samples N completions per problem at temperature 1 and scores them with
+// (runtime/warmstart/warm_start.hpp). The same command, seed and thread count (--threads, default
+// 1: the model is tiny, and one thread adds its floats in one order) rebuild the same bytes. --measure N then samples N completions per problem at temperature 1 and scores them with
 // the evaluator on the CPU: the share that parse, compile and are correct is where RL starts.
 // The second form only measures an existing policy.
 //
@@ -119,7 +119,7 @@ int main(int argc, char** argv) {
   warmstart::warm_start_options o;
   std::string output, policy, dtype = "bf16", backend = "torch";
   int32_t measure_samples = 0;
-  int threads = 0;
+  int threads = 1;
   app.add_option("--problems", o.problems_root, "Folder with level<N>/ folders of problems")
     ->required()
     ->check(CLI::ExistingDirectory);
@@ -164,8 +164,10 @@ int main(int argc, char** argv) {
   app.add_option("--dtype", dtype, "Type of the weights written")
     ->check(CLI::IsMember({"bf16", "fp32"}))
     ->capture_default_str();
-  app.add_option("--threads", threads, "CPU threads for training (0: torch's default)")
-    ->check(CLI::Range(0, 1024));
+  app.add_option("--threads", threads,
+                 "CPU threads (0: torch's default); the same count repeats a run byte for byte")
+    ->check(CLI::Range(0, 1024))
+    ->capture_default_str();
   app.add_option("--measure", measure_samples,
                  "Sample this many completions per problem and report parse/compile/correct")
     ->check(CLI::Range(0, 1024));

@@ -125,16 +125,13 @@ void sample(episode_pointer self) {
   st.phase = "sampling";
   if (st.res->samplers.empty())
     return finish(self, "failed: no sampler to ask");
-  auto& tok = *st.res->tokenizer;
-  auto messages = episode::conversation(
-    st.task, st.history, st.settings.prompts,
-    [&tok](const std::string& text) { return tok.encode(text).size(); });
-  auto rendered = st.res->chat->render(messages, true);
-  if (!rendered)
-    return finish(self, "failed: the prompt could not be rendered: " + describe(rendered.error()));
+  auto tokens = episode::prompt_tokens(st.task, st.history, st.settings.prompts,
+                                      *st.res->tokenizer, *st.res->chat);
+  if (!tokens)
+    return finish(self, "failed: the prompt could not be rendered: " + describe(tokens.error()));
   generation_request req;
   req.id = st.traj.id * 100 + st.traj.turns.size();
-  req.prompt_tokens = tok.encode(*rendered);
+  req.prompt_tokens = std::move(*tokens);
   req.params = st.settings.sampling;
   req.params.seed = st.settings.sampling.seed + req.id; // each turn of each episode its own draw
   req.min_policy_version = st.settings.min_policy_version;

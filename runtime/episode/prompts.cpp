@@ -171,4 +171,17 @@ std::vector<tok::chat_message> conversation(const problem& p,
   return out;
 }
 
+caf::expected<std::vector<int32_t>> prompt_tokens(const problem& p,
+                                                  const std::vector<previous_turn>& history,
+                                                  const prompt_settings& settings,
+                                                  const tok::tokenizer& tok,
+                                                  const tok::chat_format& chat) {
+  auto messages = conversation(p, history, settings,
+                               [&tok](const std::string& text) { return tok.encode(text).size(); });
+  auto rendered = chat.render(messages, true);
+  if (!rendered)
+    return rendered.error();
+  return tok.encode(*rendered);
+}
+
 } // namespace kbrl::episode

@@ -9,6 +9,9 @@
 #include "messages/data.hpp"
 #include "runtime/episode/answer_format.hpp"
 #include "runtime/tokenizer/chat_format.hpp"
+#include "runtime/tokenizer/tokenizer.hpp"
+
+#include <caf/expected.hpp>
 
 #include <functional>
 #include <string>
@@ -64,5 +67,15 @@ std::vector<tok::chat_message> conversation(const problem& p,
                                             const std::vector<previous_turn>& history,
                                             const prompt_settings& settings,
                                             const std::function<size_t(const std::string&)>& count_tokens);
+
+/// The token ids the policy continues from for the next turn: conversation() (messages sized
+/// with `tok`) rendered by `chat` with the generation prompt, then encoded with `tok`. The
+/// episode actor samples from these ids and the warm start (kbrl-warmstart) trains on them with
+/// an empty history, so both see the same tokens. Fails with the renderer's error.
+caf::expected<std::vector<int32_t>> prompt_tokens(const problem& p,
+                                                  const std::vector<previous_turn>& history,
+                                                  const prompt_settings& settings,
+                                                  const tok::tokenizer& tok,
+                                                  const tok::chat_format& chat);
 
 } // namespace kbrl::episode

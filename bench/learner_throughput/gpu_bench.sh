@@ -30,7 +30,8 @@ if [ ! -x build-gpu/kbrl-bench-train ]; then
   bash .gpu/build.sh > "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
 fi
 source .gpu/env.sh
-grep -h "kbrl collectives" build-gpu/CMakeFiles/CMakeOutput.log "$out/build.log" 2>/dev/null | tail -1
+# Which collectives this build has (CMake's probes; their logs are under build-gpu/probes/).
+grep -E "^KBRL_(GLOO|NCCL|CUDA_ALLOCATOR)_PROBE" build-gpu/CMakeCache.txt | tee "$out/probes.txt"
 
 small=$here/qwen2-1.5b.config.json
 [ -f "$small" ] || small=$here/../sampler_throughput/qwen2-1.5b.config.json

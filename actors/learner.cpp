@@ -27,7 +27,7 @@ std::string mebibytes(int64_t bytes) {
 std::vector<status_detail> learner_details(learner_state& st) {
   std::vector<status_detail> d;
   d.push_back({"model", st.settings.model.empty() ? "(none)" : st.settings.model});
-  d.push_back({"device", st.settings.gpu < 0 ? "cpu" : "cuda:" + std::to_string(st.settings.gpu)});
+  d.push_back({"device", train::describe_devices(st.settings)});
   if (!st.core) {
     d.push_back({"error", describe(st.core_failure)});
     return d;
@@ -61,9 +61,13 @@ std::vector<status_detail> learner_details(learner_state& st) {
   d.push_back({"turns trained by sampling version", versions.empty() ? "none" : versions});
   d.push_back({"trainable parameters", std::to_string(r.trainable_parameters)});
   d.push_back({"memory: resident", mebibytes(train::resident_bytes())});
-  if (auto gpu = train::cuda_memory(st.settings.gpu))
-    d.push_back({"memory: gpu (device-wide)",
-                 mebibytes(gpu->first) + " of " + mebibytes(gpu->second)});
+  for (int g : st.settings.gpus)
+    if (auto gpu = train::cuda_memory(g))
+      d.push_back({"memory: cuda:" + std::to_string(g) + " (device-wide)",
+                   mebibytes(gpu->first) + " of " + mebibytes(gpu->second)});
+  if (st.core && st.core->replicas().ranks() > 1)
+    d.push_back({"data parallel", std::to_string(st.core->replicas().ranks()) + " replicas over "
+                                    + st.core->replicas().backend()});
   d.push_back({"memory: trainer state", mebibytes(r.state_bytes)});
   d.push_back({"memory: base weights", mebibytes(r.weight_bytes)});
   d.push_back({"last checkpoint", r.last_checkpoint.empty() ? "none" : r.last_checkpoint});
@@ -93,7 +97,7 @@ learner_actor::behavior_type learner(learner_pointer self, actor_stats stats,
       st.core = std::move(*core);
       spdlog::info("{} ready: {} on {}, {} trainable parameters, policy version {}{}",
                    st.stats.name, st.settings.model,
-                   st.settings.gpu < 0 ? "cpu" : "cuda:" + std::to_string(st.settings.gpu),
+                   train::describe_devices(st.settings),
                    st.core->report().trainable_parameters, st.core->latest().version,
                    st.core->report().resumed_from.empty()
                      ? ""

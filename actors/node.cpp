@@ -82,7 +82,7 @@ std::vector<actor_entry> spawn_role_actors(node_pointer self) {
       continue; // spawned and owned by the supervisor above
     } else if (planned.role == "learner") {
       auto settings = s.learner ? *s.learner : train::learner_settings{};
-      settings.gpu = planned.gpu;
+      settings.gpus = planned.gpus; // one data-parallel replica per GPU
       if (settings.run_dir.empty())
         settings.run_dir = s.run_dir;
       // detached: loading the model and every training step block

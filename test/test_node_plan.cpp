@@ -118,11 +118,20 @@ BOOST_AUTO_TEST_CASE(learner_gets_a_metrics_sink) {
   BOOST_CHECK_EQUAL(plan[1].role, "metrics");
   BOOST_CHECK_EQUAL(plan[1].index, -1);
   BOOST_CHECK_EQUAL(plan[1].gpu, -1);
-  // With GPUs the learner takes the first one; metrics never takes one.
+  BOOST_CHECK(plan[0].gpus.empty());
+  // With GPUs the learner takes all of them (one data-parallel replica each, the first one
+  // primary); metrics never takes one.
   plan = plan_role_actors({"learner"}, {3, 5});
   BOOST_REQUIRE_EQUAL(plan.size(), 2u);
   BOOST_CHECK_EQUAL(plan[0].gpu, 3);
+  BOOST_CHECK(plan[0].gpus == (std::vector<int>{3, 5}));
   BOOST_CHECK_EQUAL(plan[1].gpu, -1);
+  BOOST_CHECK(plan[1].gpus.empty());
+  // Per-GPU roles beside it keep their one GPU each.
+  plan = plan_role_actors({"learner", "sampler"}, {3, 5});
+  BOOST_REQUIRE_MESSAGE(plan.size() == 4u, describe_plan(plan));
+  BOOST_CHECK(plan[2].gpus.empty());
+  BOOST_CHECK_EQUAL(plan[3].gpu, 5);
 }
 
 BOOST_AUTO_TEST_CASE(per_gpu_roles_get_one_slot_per_gpu) {

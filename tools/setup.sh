@@ -10,6 +10,7 @@ packages=(
   libboost-test-dev libcurl4-openssl-dev libssl-dev libpcre2-dev libedit-dev libcli11-dev
   libbenchmark-dev
   libtorch-dev python3-torch      # libtorch 1.13 (CPU) and the matching Python for the worker
+  libgloo-dev                     # Gloo's headers: c10d's CPU all-reduce (data-parallel learner)
   libopenblas0-pthread            # without it libtorch matmuls are ~20x slower on CPU
   python3-numpy pybind11-dev      # load_inline builds need pybind11 headers (Debian torch lacks them)
   bubblewrap                      # evaluation workers: network-less, read-only sandbox

@@ -171,6 +171,13 @@ const std::vector<setting>& all_settings() {
     {"learner.publish_bytes", setting_kind::boolean, "true",
      "Send the adapter's weights inside each policy update, for samplers that cannot read the "
      "learner's run directory."},
+    {"learner.data_parallel_ranks", setting_kind::integer, "1",
+     "Learner replicas on a node without GPUs, training data-parallel over Gloo (more than 1 "
+     "only exercises that path); on GPUs the learner has one replica per GPU of its node.",
+     {}, 1, 64},
+    {"learner.data_parallel_timeout_s", setting_kind::real, "600",
+     "Seconds one collective of a data-parallel step (Gloo or NCCL all-reduce) may take before "
+     "the step fails instead of waiting for a replica that died.", {}, 0, inf, exclusive},
     {"eval.python", setting_kind::string, "\"auto\"",
      "Python interpreter (with torch) that runs the evaluation workers; auto: the first of "
      "$KBRL_PYTHON, python3 on PATH and /usr/bin/python3 that imports torch."},

@@ -26,21 +26,21 @@ std::vector<planned_actor> plan_role_actors(const std::vector<std::string>& role
   };
   std::vector<planned_actor> plan;
   if (has("learner")) {
-    plan.push_back({"learner", -1, gpus.empty() ? -1 : gpus.front()});
-    plan.push_back({"metrics", -1, -1});
+    plan.push_back({"learner", -1, gpus.empty() ? -1 : gpus.front(), gpus});
+    plan.push_back({"metrics", -1, -1, {}});
   }
   auto per_gpu = [&](const char* role) {
     if (gpus.empty()) {
-      plan.push_back({role, 0, -1});
+      plan.push_back({role, 0, -1, {}});
       return;
     }
     for (size_t i = 0; i < gpus.size(); ++i)
-      plan.push_back({role, static_cast<int>(i), gpus[i]});
+      plan.push_back({role, static_cast<int>(i), gpus[i], {}});
   };
   if (has("sampler"))
     per_gpu("sampler");
   if (has("evaluator")) {
-    plan.push_back({"evaluator-supervisor", -1, -1});
+    plan.push_back({"evaluator-supervisor", -1, -1, {}});
     per_gpu("evaluator");
   }
   return plan;

@@ -54,32 +54,50 @@ caf::expected<std::unique_ptr<learner_core>> learner_core::start(const learner_s
     return make_error(errc::invalid_config,
                       "learner.model and sampler.model are empty: the learner needs the model "
                       "directory or Hugging Face id it trains an adapter for");
-  auto loaded = model::load_policy(s.model, {s.dtype, s.gpu});
-  if (!loaded)
-    return loaded.error();
-  return start_with(std::make_unique<model::transformer>(std::move(*loaded)), s.model, s);
+  std::vector<int> devices = s.gpus;
+  if (devices.empty())
+    devices.assign(static_cast<std::size_t>(std::max(s.cpu_ranks, 1)), -1);
+  std::vector<std::unique_ptr<model::transformer>> replicas;
+  for (int gpu : devices) {
+    auto loaded = model::load_policy(s.model, {s.dtype, gpu});
+    if (!loaded)
+      return loaded.error();
+    replicas.push_back(std::make_unique<model::transformer>(std::move(*loaded)));
+  }
+  return start_with(std::move(replicas), s.model, s);
 }
 
 caf::expected<std::unique_ptr<learner_core>>
 learner_core::start_with(std::unique_ptr<model::transformer> model, std::string model_name,
                          const learner_settings& s) {
+  std::vector<std::unique_ptr<model::transformer>> one;
+  one.push_back(std::move(model));
+  return start_with(std::move(one), std::move(model_name), s);
+}
+
+caf::expected<std::unique_ptr<learner_core>>
+learner_core::start_with(std::vector<std::unique_ptr<model::transformer>> replicas,
+                         std::string model_name, const learner_settings& s) {
   std::unique_ptr<learner_core> core(new learner_core());
   core->settings_ = s;
   core->model_name_ = std::move(model_name);
-  core->model_ = std::move(model);
-  auto trainer = lora_trainer::create(*core->model_, s.trainer);
-  if (!trainer)
-    return trainer.error();
-  core->trainer_ = std::move(*trainer);
+  group_options group;
+  group.timeout_s = s.collective_timeout_s;
+  auto dp = data_parallel_trainer::create(std::move(replicas), s.trainer, group);
+  if (!dp)
+    return dp.error();
+  core->replicas_ = std::move(*dp);
   if (s.resume) {
     auto latest = latest_checkpoint(core->checkpoint_root());
     if (!latest)
       return latest.error();
     if (*latest) {
       const auto dir = core->checkpoint_root() / (*latest)->dir;
-      auto cursor = load_checkpoint(dir, *core->trainer_);
+      auto cursor = load_checkpoint(dir, core->replicas_->primary());
       if (!cursor)
         return cursor.error();
+      if (auto ok = core->replicas_->sync_replicas(); !ok)
+        return ok.error();
       core->cursor_ = *cursor;
       core->report_.resumed_from = dir.string();
       core->report_.last_checkpoint = dir.string();
@@ -88,17 +106,17 @@ learner_core::start_with(std::unique_ptr<model::transformer> model, std::string 
   // Versions past the resumed step were trained after the last checkpoint of an earlier life:
   // they are not this run's history.
   core->published_ = existing_versions(core->policy_root());
-  const auto step = static_cast<uint64_t>(core->trainer_->steps_done());
+  const auto step = static_cast<uint64_t>(core->trainer().steps_done());
   while (!core->published_.empty() && core->published_.back() > step) {
     std::error_code ignored;
     fs::remove_all(core->policy_root() / version_dir_name(core->published_.back()), ignored);
     core->published_.pop_back();
   }
-  const auto& t = *core->trainer_;
+  const auto& t = core->trainer();
   core->report_.trainable_parameters = t.lora().size();
   core->report_.state_bytes =
     4 * t.lora().size() * static_cast<int64_t>(t.parameters().element_size());
-  core->report_.weight_bytes = core->model_->weight_bytes();
+  core->report_.weight_bytes = core->replicas_->model(0).weight_bytes();
   core->report_.step = t.steps_done();
   core->report_.batches_trained = core->cursor_.batches_trained;
   if (auto ok = core->publish(); !ok)
@@ -107,11 +125,11 @@ learner_core::start_with(std::unique_ptr<model::transformer> model, std::string 
 }
 
 caf::expected<void> learner_core::publish() {
-  const uint64_t version = static_cast<uint64_t>(trainer_->steps_done());
+  const uint64_t version = static_cast<uint64_t>(trainer().steps_done());
   const auto dir = fs::absolute(policy_root() / version_dir_name(version));
   // A directory of this version from an earlier life holds other weights if that life trained
   // past its last checkpoint: always write the current ones.
-  if (auto ok = model::write_lora_adapter(dir, trainer_->adapter()); !ok)
+  if (auto ok = model::write_lora_adapter(dir, trainer().adapter()); !ok)
     return ok.error();
   policy_update update;
   update.version = version;
@@ -203,7 +221,7 @@ caf::expected<policy_update> learner_core::train(trajectory_batch batch) {
     ++report_.batches_without_signal;
     return latest_;
   }
-  auto stats = trainer_->step(*samples);
+  auto stats = replicas_->step(*samples);
   if (!stats) {
     if (stats.error().code() != static_cast<uint8_t>(errc::internal))
       ++report_.batches_refused;
@@ -227,7 +245,7 @@ caf::expected<policy_update> learner_core::train(trajectory_batch batch) {
 }
 
 caf::expected<checkpoint_entry> learner_core::checkpoint() {
-  auto entry = save_checkpoint(checkpoint_root(), *trainer_, cursor_, settings_.keep_checkpoints);
+  auto entry = save_checkpoint(checkpoint_root(), trainer(), cursor_, settings_.keep_checkpoints);
   if (entry) {
     report_.last_checkpoint = (checkpoint_root() / entry->dir).string();
     report_.checkpoint_error.clear();

@@ -12,6 +12,10 @@
 //     v                                        max_staleness + 2 kept for lagging samplers)
 //   checkpoint every checkpoint_every steps (<run>/learner/checkpoints, checkpoint.hpp)
 //
+// With several devices (learner_settings::gpus, or cpu_ranks on the CPU) the step is
+// data-parallel over one model replica per device (data_parallel.hpp); the primary replica (the
+// first device) is what is checkpointed and published.
+//
 // Policy versions count optimiser steps: version v is the adapter after v steps, version 0 the
 // initial adapter (B = 0: the base model). On start the newest checkpoint is resumed (when
 // learner.resume is on) and its version published again.
@@ -19,6 +23,7 @@
 #include "messages/data.hpp"
 #include "runtime/model/transformer.hpp"
 #include "runtime/train/checkpoint.hpp"
+#include "runtime/train/data_parallel.hpp"
 #include "runtime/train/learner_settings.hpp"
 #include "runtime/train/trainer.hpp"
 
@@ -59,7 +64,8 @@ struct learner_report {
 /// The learner's work (see above). Not thread-safe: one owner drives it.
 class learner_core {
 public:
-  /// Loads the model of `settings` (a directory or hub id), creates the trainer, resumes from
+  /// Loads the model of `settings` (a directory or hub id) once per device, creates the
+  /// trainers (data-parallel with several devices), resumes from
   /// the newest checkpoint if asked to, and writes the current policy. Fails with the errors of
   /// model loading (errc::invalid_config for an empty model name), of the trainer's options and
   /// of load_checkpoint(), and with errc::io_failure if the run directory cannot be written.
@@ -68,6 +74,11 @@ public:
   /// As start(), with an already loaded model (tests); `model_name` labels policy updates.
   static caf::expected<std::unique_ptr<learner_core>>
   start_with(std::unique_ptr<model::transformer> model, std::string model_name,
+             const learner_settings& settings);
+
+  /// As start(), with already loaded replicas of one model (one per device; tests).
+  static caf::expected<std::unique_ptr<learner_core>>
+  start_with(std::vector<std::unique_ptr<model::transformer>> replicas, std::string model_name,
              const learner_settings& settings);
 
   /// Trains one step on `batch` and publishes the new version (see above). Fails, changing
@@ -80,7 +91,10 @@ public:
   /// The newest published policy (with adapter bytes if publish_bytes).
   const policy_update& latest() const { return latest_; }
   const learner_report& report() const { return report_; }
-  const lora_trainer& trainer() const { return *trainer_; }
+  /// The primary replica's trainer.
+  const lora_trainer& trainer() const { return replicas_->primary(); }
+  /// All replicas (one, unless data-parallel).
+  const data_parallel_trainer& replicas() const { return *replicas_; }
   const learner_settings& settings() const { return settings_; }
 
   /// Writes a checkpoint now (also done every checkpoint_every steps).
@@ -96,8 +110,7 @@ private:
 
   learner_settings settings_;
   std::string model_name_;
-  std::unique_ptr<model::transformer> model_;
-  std::unique_ptr<lora_trainer> trainer_;
+  std::unique_ptr<data_parallel_trainer> replicas_;
   data_cursor cursor_;
   policy_update latest_;
   learner_report report_;

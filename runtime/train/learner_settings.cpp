@@ -5,6 +5,19 @@
 
 namespace kbrl::train {
 
+int primary_gpu(const learner_settings& s) {
+  return s.gpus.empty() ? -1 : s.gpus.front();
+}
+
+std::string describe_devices(const learner_settings& s) {
+  if (s.gpus.empty())
+    return s.cpu_ranks > 1 ? "cpu x" + std::to_string(s.cpu_ranks) : "cpu";
+  std::string out = "cuda:";
+  for (std::size_t i = 0; i < s.gpus.size(); ++i)
+    out += (i ? "," : "") + std::to_string(s.gpus[i]);
+  return out;
+}
+
 caf::expected<learner_settings> learner_settings_from(const config::run_config& run, int gpu,
                                                       const std::string& run_dir) {
   learner_settings s;
@@ -12,7 +25,10 @@ caf::expected<learner_settings> learner_settings_from(const config::run_config& 
   if (s.model.empty())
     s.model = run.get_string("sampler.model");
   s.dtype = run.get_string("learner.dtype");
-  s.gpu = gpu;
+  if (gpu >= 0)
+    s.gpus = {gpu};
+  s.cpu_ranks = static_cast<int>(run.get_int("learner.data_parallel_ranks"));
+  s.collective_timeout_s = run.get_real("learner.data_parallel_timeout_s");
   s.run_dir = run_dir;
 
   auto& t = s.trainer;

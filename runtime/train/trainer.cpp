@@ -136,9 +136,10 @@ bool lora_trainer::needs_logprobs() const {
 }
 
 std::vector<lora_trainer::micro_batch>
-lora_trainer::pack(const std::vector<training_sample>& samples) const {
+lora_trainer::pack(const std::vector<training_sample>& samples,
+                   const std::vector<std::size_t>& shard) const {
   std::vector<std::size_t> order;
-  for (std::size_t i = 0; i < samples.size(); ++i)
+  for (auto i : shard)
     if (!samples[i].completion_tokens.empty())
       order.push_back(i);
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
@@ -179,7 +180,8 @@ at::Tensor lora_trainer::completion_logprobs(const micro_batch& mb, bool train) 
   return lp.squeeze(0);
 }
 
-step_stats lora_trainer::run(const std::vector<training_sample>& samples, bool train) {
+step_stats lora_trainer::run(const std::vector<training_sample>& samples,
+                             const std::vector<std::size_t>& shard, bool train) {
   const auto device = model_->options().device;
   const auto wdtype = at::kDouble;
   std::vector<int64_t> lengths;
@@ -190,19 +192,22 @@ step_stats lora_trainer::run(const std::vector<training_sample>& samples, bool t
     first_weight.push_back(total);
     total += lengths.back();
   }
+  // Over the whole step, also when this computes one replica's shard: the shards' losses and
+  // gradients then add up to the step's.
   const auto weights = rl::aggregation_weights(lengths, options_.aggregation);
 
   step_stats stats;
-  stats.sequences = static_cast<int64_t>(samples.size());
-  stats.completion_tokens = total;
-  for (const auto& s : samples)
-    stats.tokens += length_of(s);
+  stats.sequences = static_cast<int64_t>(shard.size());
+  for (auto i : shard) {
+    stats.completion_tokens += lengths[i];
+    stats.tokens += length_of(samples[i]);
+  }
 
   const auto float_options = at::TensorOptions().dtype(at::kFloat);
   at::Tensor sum_loss, sum_policy, sum_kl, sum_clipped, sum_ratio, max_ratio;
   auto add = [](at::Tensor& acc, const at::Tensor& x) { acc = acc.defined() ? acc + x : x; };
 
-  for (auto& mb : pack(samples)) {
+  for (auto& mb : pack(samples, shard)) {
     const int64_t batch = static_cast<int64_t>(mb.samples.size()), len = mb.longest;
     std::vector<int64_t> ids(batch * len, 0), valid(batch * len, 0), gather, targets;
     std::vector<float> old_lp, adv;
@@ -280,19 +285,39 @@ step_stats lora_trainer::run(const std::vector<training_sample>& samples, bool t
   return stats;
 }
 
+namespace {
+
+std::vector<std::size_t> every_sample(const std::vector<training_sample>& samples) {
+  std::vector<std::size_t> all(samples.size());
+  std::iota(all.begin(), all.end(), std::size_t{0});
+  return all;
+}
+
+} // namespace
+
 caf::expected<step_stats>
 lora_trainer::compute_gradients(const std::vector<training_sample>& samples) {
-  if (auto ok = check_training_samples(samples, model_->config().vocab_size, needs_logprobs());
+  return compute_shard_gradients(samples, every_sample(samples));
+}
+
+caf::expected<step_stats>
+lora_trainer::compute_shard_gradients(const std::vector<training_sample>& samples,
+                                      const std::vector<std::size_t>& shard) {
+  if (auto ok = check_training_samples(samples, shard, model_->config().vocab_size,
+                                       needs_logprobs());
       !ok)
     return ok.error();
+  bool any_completion = false;
+  for (const auto& s : samples)
+    any_completion = any_completion || !s.completion_tokens.empty();
+  if (!any_completion)
+    return make_error(errc::invalid_argument,
+                      "trainer: the batch has no completion tokens to train on");
   const auto start = std::chrono::steady_clock::now();
   params_.zero_grad();
   try {
     dropout_scope dropout(params_, options_.lora_dropout, dropout_generator_);
-    auto stats = run(samples, /*train=*/true);
-    if (stats.completion_tokens == 0)
-      return make_error(errc::invalid_argument,
-                        "trainer: the batch has no completion tokens to train on");
+    auto stats = run(samples, shard, /*train=*/true);
     stats.grad_norm = params_.grads().norm(2).item<double>();
     stats.step = steps_done();
     stats.seconds = seconds_since(start);
@@ -311,24 +336,30 @@ caf::expected<step_stats> lora_trainer::step(const std::vector<training_sample>&
   auto stats = compute_gradients(samples);
   if (!stats)
     return stats.error();
+  // A data-parallel step (data_parallel.hpp) all-reduces the bucket between these two calls.
+  auto done = apply_gradients(std::move(*stats));
+  if (done)
+    done->seconds = seconds_since(start);
+  return done;
+}
+
+caf::expected<step_stats> lora_trainer::apply_gradients(step_stats stats) {
   try {
-    // A data-parallel learner all-reduces params_.grads() here: one flat tensor.
     const double norm = clip_grad_norm(params_.grads(), options_.clip_norm);
     if (!std::isfinite(norm)) {
       params_.zero_grad();
       return make_error(errc::internal,
                         "trainer: the gradient norm is not finite (loss "
-                          + std::to_string(stats->loss) + "); step skipped, parameters unchanged");
+                          + std::to_string(stats.loss) + "); step skipped, parameters unchanged");
     }
     const double lr = next_lr();
     {
       at::NoGradGuard no_grad;
       optimizer_.step(params_.values(), params_.grads(), lr);
     }
-    stats->grad_norm = norm;
-    stats->lr = lr;
-    stats->step = steps_done();
-    stats->seconds = seconds_since(start);
+    stats.grad_norm = norm;
+    stats.lr = lr;
+    stats.step = steps_done();
     return stats;
   } catch (const std::exception& e) {
     return make_error(errc::internal, std::string("trainer: the optimiser step failed: ")
@@ -341,7 +372,7 @@ caf::expected<double> lora_trainer::loss(const std::vector<training_sample>& sam
       !ok)
     return ok.error();
   try {
-    return run(samples, /*train=*/false).loss;
+    return run(samples, every_sample(samples), /*train=*/false).loss;
   } catch (const std::exception& e) {
     return make_error(errc::internal, std::string("trainer: the loss computation failed: ")
                                         + e.what());

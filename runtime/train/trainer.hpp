@@ -37,6 +37,7 @@
 #include <ATen/core/Tensor.h>
 #include <caf/expected.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -133,6 +134,19 @@ public:
   /// Dropout is on, as in step().
   caf::expected<step_stats> compute_gradients(const std::vector<training_sample>& samples);
 
+  /// Steps 1-4 for one replica's share of a data-parallel step: the samples at the indices
+  /// `shard` of the step's `samples`, weighted with the aggregation weights of the whole step,
+  /// so the gradients (and loss terms) of all shards add up to compute_gradients(samples)'s.
+  /// Only the shard is checked; its figures (sequences, tokens, loss terms) count the shard. An
+  /// empty shard leaves a zero gradient. Errors as compute_gradients().
+  caf::expected<step_stats> compute_shard_gradients(const std::vector<training_sample>& samples,
+                                                    const std::vector<std::size_t>& shard);
+
+  /// Steps 5-6 on the gradient in gradients(): clipping and the AdamW update; `stats` are the
+  /// gradient computation's figures, returned with grad_norm (before clipping), lr and step
+  /// filled in. Fails with errc::internal, parameters unchanged, if the norm is not finite.
+  caf::expected<step_stats> apply_gradients(step_stats stats);
+
   /// The step's loss at the current parameters without gradients and without dropout.
   caf::expected<double> loss(const std::vector<training_sample>& samples);
 
@@ -162,9 +176,12 @@ public:
 private:
   struct micro_batch;
   lora_trainer(model::transformer& model, trainer_options options, lora_parameters params);
-  std::vector<micro_batch> pack(const std::vector<training_sample>& samples) const;
-  /// Forward (and backward when `train`) of every micro-batch; sums the loss terms.
-  step_stats run(const std::vector<training_sample>& samples, bool train);
+  std::vector<micro_batch> pack(const std::vector<training_sample>& samples,
+                                const std::vector<std::size_t>& shard) const;
+  /// Forward (and backward when `train`) of every micro-batch of the samples at `shard`, with
+  /// the whole step's aggregation weights; sums the loss terms.
+  step_stats run(const std::vector<training_sample>& samples,
+                 const std::vector<std::size_t>& shard, bool train);
   at::Tensor completion_logprobs(const micro_batch& mb, bool train);
   bool needs_logprobs() const;
 

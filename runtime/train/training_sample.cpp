@@ -40,6 +40,15 @@ training_samples_from(const std::vector<trajectory>& trajectories, bool need_log
 
 caf::expected<void> check_training_samples(const std::vector<training_sample>& samples,
                                            int64_t vocab_size, bool need_logprobs) {
+  std::vector<std::size_t> all(samples.size());
+  for (std::size_t k = 0; k < all.size(); ++k)
+    all[k] = k;
+  return check_training_samples(samples, all, vocab_size, need_logprobs);
+}
+
+caf::expected<void> check_training_samples(const std::vector<training_sample>& samples,
+                                           const std::vector<std::size_t>& which,
+                                           int64_t vocab_size, bool need_logprobs) {
   std::vector<std::string> problems;
   auto check_tokens = [&](const std::vector<int32_t>& tokens, const std::string& where) {
     for (std::size_t i = 0; i < tokens.size(); ++i)
@@ -49,7 +58,13 @@ caf::expected<void> check_training_samples(const std::vector<training_sample>& s
         return;
       }
   };
-  for (std::size_t k = 0; k < samples.size() && problems.size() < 20; ++k) {
+  for (std::size_t j = 0; j < which.size() && problems.size() < 20; ++j) {
+    const std::size_t k = which[j];
+    if (k >= samples.size()) {
+      problems.push_back("sample " + std::to_string(k) + ": no such sample (the step has "
+                         + std::to_string(samples.size()) + ")");
+      continue;
+    }
     const auto& s = samples[k];
     const std::string name = "sample " + std::to_string(k);
     if (s.prompt_tokens.empty())

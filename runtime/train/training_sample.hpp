@@ -7,6 +7,7 @@
 
 #include <caf/expected.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -34,6 +35,12 @@ training_samples_from(const std::vector<trajectory>& trajectories, bool need_log
 /// advantages, and (with `need_logprobs`) one finite, non-positive sampler log-probability per
 /// completion token. Fails with errc::invalid_argument naming the sample index and what is wrong.
 caf::expected<void> check_training_samples(const std::vector<training_sample>& samples,
+                                           int64_t vocab_size, bool need_logprobs);
+
+/// As above for the samples at the indices `which` only (one replica's shard of a step); errors
+/// name the index in `samples`, and an index past the end.
+caf::expected<void> check_training_samples(const std::vector<training_sample>& samples,
+                                           const std::vector<std::size_t>& which,
                                            int64_t vocab_size, bool need_logprobs);
 
 } // namespace kbrl::train

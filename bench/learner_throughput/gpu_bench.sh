@@ -68,15 +68,15 @@ kbrl() { # kbrl NAME CONFIG DIR BATCH SEQ [more options]
   local name=$1 config=$2 dir=$3 batch=$4 seq=$5
   shift 5
   row "$name" build-gpu/kbrl-bench-train --config "$config" --dir "$dir" --batch "$batch" \
-    --seq "$seq" --rank 32 --warmup 2 --steps 5 --peak-tflops "$peak" --label "$name" \
-    --out "$out/$name.json" "$@"
+    --seq "$seq" --rank 32 --warmup "${WARMUP:-2}" --steps "${STEPS:-5}" --peak-tflops "$peak" \
+    --label "$name" --out "$out/$name.json" "$@"
 }
 peer() { # peer NAME CONFIG BATCH SEQ [more options]
   local name=$1 config=$2 batch=$3 seq=$4
   shift 4
   row "$name" python3 "$here/peft_train_step.py" --config "$config" --batch "$batch" \
-    --seq "$seq" --rank 32 --warmup 2 --steps 5 --peak-tflops "$peak" --label "$name" \
-    --out "$out/$name.json" "$@"
+    --seq "$seq" --rank 32 --warmup "${WARMUP:-2}" --steps "${STEPS:-5}" --peak-tflops "$peak" \
+    --label "$name" --out "$out/$name.json" "$@"
 }
 
 for r in ${rows//,/ }; do
@@ -88,8 +88,8 @@ for r in ${rows//,/ }; do
       kbrl kbrl-7b-4x2048 "$large" /tmp/kbrl-bench-qwen2.5-7b 4 2048 --gpus 0
       peer peft-7b-4x2048 "$large" 4 2048 ;;
     16k)
-      kbrl kbrl-7b-1x16384 "$large" /tmp/kbrl-bench-qwen2.5-7b 1 16384 --gpus 0 --warmup 1 --steps 2
-      peer peft-7b-1x16384 "$large" 1 16384 --warmup 1 --steps 2 ;;
+      WARMUP=1 STEPS=2 kbrl kbrl-7b-1x16384 "$large" /tmp/kbrl-bench-qwen2.5-7b 1 16384 --gpus 0
+      WARMUP=1 STEPS=2 peer peft-7b-1x16384 "$large" 1 16384 ;;
     dp)
       [ -s "$out/kbrl-1.5b-8x2048.json" ] && grep -q tokens_per_s "$out/kbrl-1.5b-8x2048.json" \
         || kbrl kbrl-1.5b-8x2048 "$small" /tmp/kbrl-bench-qwen2-1.5b 8 2048 --gpus 0

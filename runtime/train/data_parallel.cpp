@@ -3,6 +3,7 @@
 #include "messages/errors.hpp"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h> // at::NoGradGuard: not pulled in by ATen.h in libtorch 2.x
 #include <c10/core/DeviceGuard.h>
 
 #include <algorithm>

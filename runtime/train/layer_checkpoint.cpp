@@ -1,6 +1,7 @@
 #include "runtime/train/layer_checkpoint.hpp"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h> // at::NoGradGuard: not pulled in by ATen.h in libtorch 2.x
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
 

@@ -5,6 +5,7 @@
 #include "runtime/model/safetensors_checkpoint.hpp"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h> // at::NoGradGuard: not pulled in by ATen.h in libtorch 2.x
 #include <c10/util/Exception.h>
 
 #include <chrono>

@@ -120,7 +120,8 @@ void log_progress(coordinator_pointer self, const std::vector<metric_record>& m,
     auto left = per_step * static_cast<double>(st.settings.steps - step);
     eta = fmt::format(", about {:.0f} s left", left);
   }
-  spdlog::info("step {}{}: reward {:.3f} (std {:.3f}), correct {:.0f}%, compiled {:.0f}%, "
+  // debug: the run actor prints the user's progress line from the same metrics
+  spdlog::debug("step {}{}: reward {:.3f} (std {:.3f}), correct {:.0f}%, compiled {:.0f}%, "
                "{} of {} groups trained on, policy v{}, {:.1f} s per step{}",
                step, st.settings.steps > 0 ? "/" + std::to_string(st.settings.steps) : "",
                metric(m, "reward/mean"), metric(m, "reward/std"), 100 * metric(m, "rate/correct"),
@@ -145,7 +146,8 @@ void step_done(coordinator_pointer self) {
 
 void train(coordinator_pointer self) {
   auto& st = self->state;
-  auto summary = episode::summarize_step(st.collected, st.step + 1, st.stats.name);
+  auto summary = episode::summarize_step(st.collected, st.step + 1, st.stats.name,
+                                         st.policy_version);
   st.last_reward = metric(summary, "reward/mean");
   st.last_correct = metric(summary, "rate/correct");
   size_t dropped = 0;
@@ -157,7 +159,7 @@ void train(coordinator_pointer self) {
     st.dropped_groups += dropped;
   }
   summary.push_back({st.step + 1, "groups/dropped_flat", static_cast<double>(dropped),
-                     summary.front().unix_ms, st.stats.name});
+                     summary.front().unix_ms, st.stats.name, {}});
   if (st.metrics)
     self->send(st.metrics, metrics_atom::value, summary);
   if (kept.empty()) {
@@ -190,6 +192,20 @@ void train(coordinator_pointer self) {
       });
 }
 
+/// Takes up samplers and evaluators that joined or left since the last step. Episodes hold the
+/// resources they started with, so the coordinator gets a fresh copy instead of changing it.
+void refresh_workers(coordinator_pointer self) {
+  auto& st = self->state;
+  if (!st.settings.workers)
+    return;
+  auto fresh = std::make_shared<episode_resources>(*st.res);
+  auto seen = st.settings.workers->copy_if_newer(st.workers_seen, *fresh);
+  if (seen == st.workers_seen)
+    return;
+  st.workers_seen = seen;
+  st.res = std::move(fresh);
+}
+
 void start_step(coordinator_pointer self) {
   auto& st = self->state;
   if (st.paused) {
@@ -202,10 +218,31 @@ void start_step(coordinator_pointer self) {
     return;
   }
   st.phase = "episodes";
+  refresh_workers(self);
+  spdlog::info("{}: step {}{} started: {} problems x {} samples", st.stats.name, st.step + 1,
+               st.settings.steps > 0 ? "/" + std::to_string(st.settings.steps) : "",
+               st.settings.problems_per_step, st.settings.group_size);
   launch(self, st.order->next(st.settings.problems_per_step), st.settings.group_size, false);
 }
 
 } // namespace
+
+void worker_board::set(std::vector<sampler_actor> samplers,
+                       std::vector<evaluator_supervisor_actor> evaluators) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  samplers_ = std::move(samplers);
+  evaluators_ = std::move(evaluators);
+  ++revision_;
+}
+
+uint64_t worker_board::copy_if_newer(uint64_t seen, episode_resources& res) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (revision_ > seen) {
+    res.samplers = samplers_;
+    res.evaluators = evaluators_;
+  }
+  return revision_;
+}
 
 caf::expected<coordinator_checkpoint> read_coordinator_checkpoint(const std::string& run_dir) {
   coordinator_checkpoint out;

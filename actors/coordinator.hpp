@@ -23,8 +23,27 @@
 #include <chrono>
 #include <fstream>
 #include <memory>
+#include <mutex>
 
 namespace kbrl {
+
+/// The samplers and evaluator supervisors of a running cluster, as whoever watches the
+/// membership last saw them (the run actor on the coordinator node). The coordinator reads it
+/// when a step starts, so nodes that join or leave are used from the next step on; episodes
+/// already running keep the lists they started with. Thread-safe.
+class worker_board {
+public:
+  /// Replaces both lists and bumps the revision.
+  void set(std::vector<sampler_actor> samplers, std::vector<evaluator_supervisor_actor> evaluators);
+  /// Copies the lists into `res` if the revision is newer than `seen`; returns the revision.
+  uint64_t copy_if_newer(uint64_t seen, episode_resources& res) const;
+
+private:
+  mutable std::mutex mutex_;
+  uint64_t revision_ = 0;
+  std::vector<sampler_actor> samplers_;
+  std::vector<evaluator_supervisor_actor> evaluators_;
+};
 
 struct coordinator_settings {
   uint64_t steps = 10;            ///< training steps to run (0: until stopped)
@@ -37,6 +56,8 @@ struct coordinator_settings {
   uint64_t traces_max_bytes = 256ull << 20; ///< traces.jsonl is rotated to traces.1.jsonl past this
   uint64_t seed = 0;
   episode_settings episodes;
+  /// When set, the samplers and evaluators of each new step come from here (see worker_board).
+  std::shared_ptr<const worker_board> workers;
 };
 
 struct coordinator_state {
@@ -58,6 +79,7 @@ struct coordinator_state {
   std::vector<trajectory> collected;
   bool collecting_eval = false;
   uint64_t next_trajectory = 1;
+  uint64_t workers_seen = 0;      ///< revision of settings.workers last copied into res
   uint64_t dropped_groups = 0;
   double last_reward = 0, last_correct = 0;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();

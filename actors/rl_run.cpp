@@ -120,17 +120,19 @@ void start_run(rl_run_pointer self, const actor_entry& learner,
   st.learner = caf::actor_cast<learner_actor>(learner.handle);
   st.metrics = caf::actor_cast<metrics_actor>(metrics.handle);
   auto res = std::make_shared<episode_resources>();
-  std::vector<std::string> names;
+  std::vector<std::string> names, sampler_names, evaluator_names;
   for (auto& s : samplers) {
     res->samplers.push_back(caf::actor_cast<sampler_actor>(s.handle));
     // Samplers on the learner's node are subscribed by their node; the learner ignores repeats.
     self->send(st.learner, subscribe_atom::value, s.handle);
-    names.push_back(s.name);
+    sampler_names.push_back(s.name);
   }
   for (auto& e : evaluators) {
     res->evaluators.push_back(caf::actor_cast<evaluator_supervisor_actor>(e.handle));
-    names.push_back(e.name);
+    evaluator_names.push_back(e.name);
   }
+  names = sampler_names;
+  names.insert(names.end(), evaluator_names.begin(), evaluator_names.end());
   auto retrievers = actors_with_role(st.view, "retriever");
   if (!retrievers.empty()) {
     res->retriever = caf::actor_cast<retriever_actor>(retrievers.front().handle);
@@ -148,11 +150,10 @@ void start_run(rl_run_pointer self, const actor_entry& learner,
   stats.name = st.stats.name;
   stats.node = st.stats.node;
   stats.role = "coordinator";
-  spdlog::info("the RL run starts after {:.0f} s of waiting: learner {}, metrics {}, {} "
-               "sampler(s) ({}), {} evaluator supervisor(s), {} training and {} held-out "
-               "problems{}",
-               seconds_since(st.waiting_since), learner.name, metrics.name, samplers.size(),
-               join(names), evaluators.size(), in.train.size(), in.eval.size(),
+  spdlog::info("the RL run starts after {} of waiting: learner {}, metrics {}, sampler(s) {}, "
+               "evaluator supervisor(s) {}, {} training and {} held-out problems{}",
+               human_duration(seconds_since(st.waiting_since)), learner.name, metrics.name,
+               join(sampler_names), join(evaluator_names), in.train.size(), in.eval.size(),
                retrievers.empty() ? "" : ", retrieval from " + retrievers.front().name);
   st.phase = "running";
   st.run_started = st.last_step_at = std::chrono::steady_clock::now();
@@ -276,7 +277,8 @@ std::string progress_line(const std::vector<metric_record>& m, uint64_t step, ui
   double episodes = metric(m, "episodes"), tokens = metric(m, "tokens");
   auto line = fmt::format(
     "step {}{}: mean reward {:.3f} (best {:.3f}), {:.0f}% correct, {:.0f}% compiled, "
-    "{:.0f}% well-formed; {:.0f} episodes in {} ({:.1f} episodes/min, {:.0f} tokens/s)",
+    "{:.0f}% well-formed; {:.0f} episodes, {} for the step ({:.1f} episodes/min, {:.0f} "
+    "tokens/s)",
     step, steps > 0 ? "/" + std::to_string(steps) : "", metric(m, "reward/mean"),
     metric(m, "reward/max"), 100 * metric(m, "rate/correct"), 100 * metric(m, "rate/compiled"),
     100 * metric(m, "rate/format"), episodes, human_duration(step_seconds),

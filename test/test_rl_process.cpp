@@ -20,6 +20,7 @@
 #include <set>
 
 using namespace kbrl;
+using namespace std::chrono_literals;
 using kbrl::test::contains;
 using kbrl::test::event_files;
 using kbrl::test::steps_of;
@@ -156,10 +157,57 @@ BOOST_AUTO_TEST_CASE(bad_runs_exit_non_zero_naming_what_is_wrong) {
   BOOST_CHECK_MESSAGE(contains(no_level.output, "the RL run cannot start")
                         && contains(no_level.output, problems),
                       no_level.output);
+  // The learner's model has a tokenizer but broken weights: the run stops, saying why.
+  dir.write("bad-weights/tokenizer.json", test::byte_tokenizer_json());
+  dir.write("bad-weights/config.json", test::read_file(model + "/config.json"));
+  dir.write("bad-weights/model.safetensors", "not a safetensors file");
+  auto broken = test::run_command(args({"learner.model=" + (dir / "bad-weights"),
+                                        "run.name=nolearner"}),
+                                  60);
+  BOOST_CHECK_EQUAL(broken.code, 1);
+  BOOST_CHECK_MESSAGE(contains(broken.output, "local/learner cannot train"), broken.output);
   auto no_dir = test::run_command(
     {node_bin(), "--role", "all", "--port", "1", "--resume", dir / "nowhere"}, 30);
   BOOST_CHECK_EQUAL(no_dir.code, 2);
   BOOST_CHECK_MESSAGE(contains(no_dir.output, "--resume " + (dir / "nowhere")), no_dir.output);
+}
+
+BOOST_AUTO_TEST_CASE(the_coordinator_waits_for_a_node_with_samplers_and_evaluators) {
+  // head: learner (and the run); worker: sampler and evaluator, started once head waits.
+  auto head_port = test::free_port(), worker_port = test::free_port();
+  auto manifest = dir.write(
+    "cluster.toml",
+    "[cluster]\nname = \"rl\"\ncoordinator = \"head\"\nheartbeat_interval_s = 0.2\n"
+    "node_timeout_s = 3.0\n\n[[node]]\nname = \"head\"\nhost = \"127.0.0.1\"\nport = "
+      + std::to_string(head_port)
+      + "\nroles = [\"learner\"]\n\n[[node]]\nname = \"worker\"\nhost = \"127.0.0.1\"\n"
+        "port = "
+      + std::to_string(worker_port) + "\nroles = [\"sampler\", \"evaluator\"]\n");
+  auto node_args = [&](const std::string& node, const std::string& role) {
+    auto argv = args({"rl.steps=1", "run.name=" + node});
+    argv.erase(argv.begin(), argv.begin() + 3);  // no env -u: child_process execs directly
+    argv.erase(argv.begin() + 1, argv.begin() + 5); // --role all --port N
+    argv.insert(argv.begin() + 1, {"--role", role, "--manifest", manifest, "--node", node});
+    return argv;
+  };
+  test::child_process head(node_args("head", "learner"), dir / "head.out");
+  BOOST_REQUIRE_MESSAGE(test::eventually(
+                          [&] { return contains(head.output(), "the RL run waits for a sampler"); },
+                          30s),
+                        head.output());
+  test::child_process worker(node_args("worker", "sampler,evaluator"), dir / "worker.out");
+  BOOST_CHECK_EQUAL(head.wait_exit(90s), 0);
+  auto out = head.output();
+  BOOST_CHECK_MESSAGE(contains(out, "sampler(s) worker/sampler.0, evaluator supervisor(s) "
+                                    "worker/evaluator-supervisor"),
+                      out);
+  BOOST_CHECK_MESSAGE(contains(out, "The RL run finished after step 1 of 1"), out);
+  BOOST_CHECK(test::trace_steps(dir / "runs/head/traces.jsonl")
+              == (std::map<uint64_t, int>{{1, 4}}));
+  // The worker outlives the run (it keeps trying to rejoin) until it is stopped.
+  BOOST_CHECK(worker.running());
+  worker.signal(SIGTERM);
+  BOOST_CHECK_EQUAL(worker.wait_exit(20s), 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -21,6 +21,7 @@
 #include "tfevents_reader.hpp"
 
 #include <caf/all.hpp>
+#include <fmt/format.h>
 
 #include <boost/test/unit_test.hpp>
 
@@ -191,8 +192,8 @@ BOOST_AUTO_TEST_CASE(the_step_summary_has_levels_staleness_and_distributions) {
     BOOST_REQUIRE_MESSAGE(m.count(name), "no " << name);
     return m[name]->value;
   };
-  BOOST_CHECK_CLOSE(value("level1/reward/mean"), 0.5, 1e-9);
-  BOOST_CHECK_CLOSE(value("level2/rate/correct"), 1.0, 1e-9);
+  BOOST_CHECK_CLOSE(value("level1/reward_mean"), 0.5, 1e-9);
+  BOOST_CHECK_CLOSE(value("level2/correct_rate"), 1.0, 1e-9);
   BOOST_CHECK_CLOSE(value("rate/fast_1"), 0.5, 1e-9); // speedups 2 and 4 of 4 turns
   BOOST_CHECK_CLOSE(value("speedup/min"), 0.5, 1e-9);
   BOOST_CHECK_EQUAL(value("policy/version_min"), 1.0);
@@ -201,7 +202,7 @@ BOOST_AUTO_TEST_CASE(the_step_summary_has_levels_staleness_and_distributions) {
   BOOST_CHECK_EQUAL(value("staleness/max"), 2.0);
   BOOST_CHECK_EQUAL(value("tokens/prompt"), 12.0);
   BOOST_CHECK_EQUAL(value("tokens/completion_mean"), 2.0);
-  BOOST_CHECK_CLOSE(value("reward/mean_turn1"), 0.75, 1e-9);
+  BOOST_CHECK_CLOSE(value("turn1/reward_mean"), 0.75, 1e-9);
   BOOST_CHECK(m["hist/reward"]->samples == (std::vector<double>{1, 0, 1, 1}));
   BOOST_CHECK(m["hist/speedup"]->samples == (std::vector<double>{2, 0.5, 4}));
   BOOST_CHECK(m["reward/mean"]->samples.empty());
@@ -352,7 +353,7 @@ BOOST_AUTO_TEST_CASE(the_progress_line_says_how_the_run_goes) {
   auto line = progress_line(m, 2, 10, 40, 41);
   BOOST_CHECK_EQUAL(line,
                     "step 2/10: mean reward 0.125 (best 1.300), 25% correct, 50% compiled, 75% "
-                    "well-formed; 16 episodes in 40 s (24.0 episodes/min, 1200 tokens/s); 1 "
+                    "well-formed; 16 episodes, 40 s for the step (24.0 episodes/min, 1200 tokens/s); 1 "
                     "group(s) with equal rewards not trained on; about 5 min 28 s left");
   BOOST_CHECK(!contains(progress_line(m, 10, 10, 40, 41), "left"));
   BOOST_CHECK_EQUAL(human_duration(7500), "2 h 5 min");

@@ -27,9 +27,9 @@ int main(int argc, char** argv) {
   bool list_nodes = false;
   app.add_option("--role", launch.roles,
                  "Role(s) of this node: learner, sampler, evaluator or all (comma-separated)")
-    ->delimiter(',')->expected(1)->allow_extra_args(false);
+    ->delimiter(',')->allow_extra_args(false);
   app.add_option("--gpu", gpus_text, "CUDA device indices this node uses, e.g. 0 or 0,1")
-    ->delimiter(',')->expected(1)->allow_extra_args(false);
+    ->delimiter(',')->allow_extra_args(false);
   app.add_option("--manifest", launch.manifest_path, "Cluster manifest (TOML)")
     ->check(CLI::ExistingFile);
   app.add_option("--node", launch.node_name,

@@ -157,12 +157,12 @@ std::vector<metric_record> summarize_step(const std::vector<trajectory>& traject
   add("tokens/completion_mean", per(static_cast<double>(completion_tokens), turns));
   for (auto& [index, t] : by_turn) {
     add("rate/correct_turn" + std::to_string(index + 1), per(static_cast<double>(t.correct), t.count));
-    add("reward/mean_turn" + std::to_string(index + 1), per(t.reward, t.count));
+    add("turn" + std::to_string(index + 1) + "/reward_mean", per(t.reward, t.count));
   }
   for (auto& [level, t] : by_level) {
     auto prefix = "level" + std::to_string(level) + "/";
-    add(prefix + "reward/mean", per(t.reward, level_trajectories[level]));
-    add(prefix + "rate/correct", per(static_cast<double>(t.correct), t.count));
+    add(prefix + "reward_mean", per(t.reward, level_trajectories[level]));
+    add(prefix + "correct_rate", per(static_cast<double>(t.correct), t.count));
   }
   if (turns > 0) {
     add("policy/version_min", static_cast<double>(version_min));

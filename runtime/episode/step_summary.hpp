@@ -29,8 +29,8 @@ group_filter_result drop_flat_groups(std::vector<trajectory> trajectories, doubl
 ///   speedup/mean|median|min|max      over correct turns with a speedup
 ///   episodes, turns, turns/mean, tokens, tokens/prompt, tokens/completion,
 ///   tokens/completion_mean           (per turn)
-///   rate/correct_turnN, reward/mean_turnN      per turn index N (1-based)
-///   levelN/reward/mean, levelN/rate/correct    per KernelBench level (problem ids "levelN/...")
+///   rate/correct_turnN, turnN/reward_mean      per turn index N (1-based)
+///   levelN/reward_mean, levelN/correct_rate    per KernelBench level (problem ids "levelN/...")
 ///   policy/version_min|max           versions the turns were sampled with
 ///   staleness/mean|max               learner_version minus those versions (when given)
 /// and two distributions (records with samples, shown as TensorBoard histograms):

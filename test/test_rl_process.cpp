@@ -195,6 +195,14 @@ BOOST_AUTO_TEST_CASE(the_coordinator_waits_for_a_node_with_samplers_and_evaluato
                           [&] { return contains(head.output(), "the RL run waits for a sampler"); },
                           30s),
                         head.output());
+  // The run is the actor head/coordinator; kbrl-shell shows what it waits for.
+  auto status = test::run_command({test::build_dir() + "/kbrl-shell",
+                                   "127.0.0.1:" + std::to_string(head_port), "-c",
+                                   "status head/coordinator", "--json", "--timeout", "5"},
+                                  20);
+  BOOST_CHECK_MESSAGE(contains(status.output, "\"state\":\"waiting\"")
+                        && contains(status.output, "a sampler"),
+                      status.output);
   test::child_process worker(node_args("worker", "sampler,evaluator"), dir / "worker.out");
   BOOST_CHECK_EQUAL(head.wait_exit(90s), 0);
   auto out = head.output();

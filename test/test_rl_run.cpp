@@ -341,6 +341,25 @@ BOOST_AUTO_TEST_CASE(an_earlier_run_is_named_and_removed_only_when_asked) {
   BOOST_CHECK(fs::exists(dir / "run/config.toml"));
 }
 
+BOOST_AUTO_TEST_CASE(the_worker_board_hands_out_new_lists_once) {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  auto dummy = sys.spawn([]() -> caf::behavior { return {[](int) {}}; });
+  worker_board board;
+  episode_resources res;
+  BOOST_CHECK_EQUAL(board.copy_if_newer(0, res), 0u); // nothing yet
+  board.set({caf::actor_cast<sampler_actor>(dummy), caf::actor_cast<sampler_actor>(dummy)},
+            {caf::actor_cast<evaluator_supervisor_actor>(dummy)});
+  auto seen = board.copy_if_newer(0, res);
+  BOOST_CHECK_EQUAL(seen, 1u);
+  BOOST_CHECK_EQUAL(res.samplers.size(), 2u);
+  BOOST_CHECK_EQUAL(res.evaluators.size(), 1u);
+  res.samplers.clear();
+  BOOST_CHECK_EQUAL(board.copy_if_newer(seen, res), 1u);
+  BOOST_CHECK(res.samplers.empty()); // not newer: left alone
+  caf::anon_send_exit(dummy, caf::exit_reason::user_shutdown);
+}
+
 BOOST_AUTO_TEST_CASE(the_progress_line_says_how_the_run_goes) {
   std::vector<metric_record> m{{2, "reward/mean", 0.125, 0, "", {}},
                                {2, "reward/max", 1.3, 0, "", {}},

@@ -427,6 +427,10 @@ int run_node(const node_plan& plan_in) {
     spdlog::info("{} problems: {} for training, {} held out; prompts in the {} chat format",
                  inputs->train.size() + inputs->eval.size(), inputs->train.size(),
                  inputs->eval.size(), inputs->chat->name());
+    if (!inputs->eval.empty() && plan.rl.coordinator.eval_every == 0)
+      spdlog::warn("{} problem(s) are held out of training (rl.eval_fraction) but never "
+                   "evaluated (rl.eval_every = 0)",
+                   inputs->eval.size());
     rl = std::make_shared<const rl_run_inputs>(std::move(*inputs));
   }
 

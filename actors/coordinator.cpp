@@ -36,6 +36,7 @@ std::optional<coordinator_mode> parse_coordinator_mode(const std::string& text) 
 namespace {
 
 void fill_pipeline(coordinator_pointer self);
+void refresh_workers(coordinator_pointer self);
 void try_train(coordinator_pointer self);
 
 double metric(const std::vector<metric_record>& records, const std::string& name) {
@@ -190,6 +191,10 @@ void launch_step(coordinator_pointer self, uint64_t s) {
   auto problems = st.order->next(st.settings.problems_per_step);
   r.cursor_after = st.order->cursor();
   st.launched = s;
+  refresh_workers(self);
+  spdlog::info("{}: step {}{} started: {} problems x {} samples", st.stats.name, s,
+               st.settings.steps > 0 ? "/" + std::to_string(st.settings.steps) : "",
+               problems.size(), st.settings.group_size);
   launch_round(self, std::move(r), problems, st.settings.group_size);
 }
 
@@ -229,7 +234,8 @@ void log_progress(coordinator_pointer self, const step_round& r, size_t dropped)
     auto left = per_step * static_cast<double>(st.settings.steps - step);
     eta = fmt::format(", about {:.0f} s left", left);
   }
-  spdlog::info("step {}{}: reward {:.3f} (std {:.3f}), correct {:.0f}%, compiled {:.0f}%, "
+  // debug: the run actor prints the user's progress line from the same metrics
+  spdlog::debug("step {}{}: reward {:.3f} (std {:.3f}), correct {:.0f}%, compiled {:.0f}%, "
                "{} of {} groups trained on, policy v{}, {:.1f} s per step{}",
                step, st.settings.steps > 0 ? "/" + std::to_string(st.settings.steps) : "",
                metric(m, "reward/mean"), metric(m, "reward/std"), 100 * metric(m, "rate/correct"),
@@ -366,7 +372,8 @@ void try_train(coordinator_pointer self) {
     return;
   auto& r = it->second;
   auto key = r.key;
-  r.summary = episode::summarize_step(r.collected, r.step, st.stats.name);
+  r.summary = episode::summarize_step(r.collected, r.step, st.stats.name,
+                                       st.policy_version);
   st.last_reward = metric(r.summary, "reward/mean");
   st.last_correct = metric(r.summary, "rate/correct");
   auto kept = drop_stale(st, r.collected, r.stale_dropped);
@@ -385,9 +392,9 @@ void try_train(coordinator_pointer self) {
   }
   auto ms = r.summary.empty() ? now_unix_ms() : r.summary.front().unix_ms;
   r.summary.push_back({r.step, "groups/dropped_flat", static_cast<double>(dropped), ms,
-                       st.stats.name});
+                       st.stats.name, {}});
   r.summary.push_back({r.step, "trajectories/dropped_stale", static_cast<double>(r.stale_dropped),
-                       ms, st.stats.name});
+                       ms, st.stats.name, {}});
   if (kept.empty()) {
     spdlog::info("step {}: no group left to learn from (equal rewards or too stale); no training",
                  r.step);
@@ -418,6 +425,20 @@ void try_train(coordinator_pointer self) {
         spdlog::error("{}: {}", st.stats.name, st.stats.last_error);
         commit(self, key);
       });
+}
+
+/// Takes up samplers and evaluators that joined or left since the last step. Episodes hold the
+/// resources they started with, so the coordinator gets a fresh copy instead of changing it.
+void refresh_workers(coordinator_pointer self) {
+  auto& st = self->state;
+  if (!st.settings.workers)
+    return;
+  auto fresh = std::make_shared<episode_resources>(*st.res);
+  auto seen = st.settings.workers->copy_if_newer(st.workers_seen, *fresh);
+  if (seen == st.workers_seen)
+    return;
+  st.workers_seen = seen;
+  st.res = std::move(fresh);
 }
 
 void finish_held_out(coordinator_pointer self, uint64_t key) {
@@ -553,6 +574,23 @@ caf::result<std::string> trajectory_view(coordinator_state& st,
 }
 
 } // namespace
+
+void worker_board::set(std::vector<sampler_actor> samplers,
+                       std::vector<evaluator_supervisor_actor> evaluators) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  samplers_ = std::move(samplers);
+  evaluators_ = std::move(evaluators);
+  ++revision_;
+}
+
+uint64_t worker_board::copy_if_newer(uint64_t seen, episode_resources& res) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (revision_ > seen) {
+    res.samplers = samplers_;
+    res.evaluators = evaluators_;
+  }
+  return revision_;
+}
 
 caf::expected<coordinator_checkpoint> read_coordinator_checkpoint(const std::string& run_dir) {
   coordinator_checkpoint out;

@@ -57,6 +57,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 
 namespace kbrl {
@@ -69,6 +70,25 @@ enum class coordinator_mode : uint8_t {
 const char* to_string(coordinator_mode m);
 /// "sync" or "async"; anything else is std::nullopt.
 std::optional<coordinator_mode> parse_coordinator_mode(const std::string& text);
+
+
+/// The samplers and evaluator supervisors of a running cluster, as whoever watches the
+/// membership last saw them (the run actor on the coordinator node). The coordinator reads it
+/// when a step starts, so nodes that join or leave are used from the next step on; episodes
+/// already running keep the lists they started with. Thread-safe.
+class worker_board {
+public:
+  /// Replaces both lists and bumps the revision.
+  void set(std::vector<sampler_actor> samplers, std::vector<evaluator_supervisor_actor> evaluators);
+  /// Copies the lists into `res` if the revision is newer than `seen`; returns the revision.
+  uint64_t copy_if_newer(uint64_t seen, episode_resources& res) const;
+
+private:
+  mutable std::mutex mutex_;
+  uint64_t revision_ = 0;
+  std::vector<sampler_actor> samplers_;
+  std::vector<evaluator_supervisor_actor> evaluators_;
+};
 
 struct coordinator_settings {
   uint64_t steps = 10;            ///< training steps to run (0: until stopped)
@@ -93,6 +113,8 @@ struct coordinator_settings {
   /// How long a sampler may take to confirm a new policy before publishing counts as done
   /// without it. Default 5 minutes.
   std::chrono::milliseconds publish_timeout{std::chrono::minutes(5)};
+  /// When set, the samplers and evaluators of each new step come from here (see worker_board).
+  std::shared_ptr<const worker_board> workers;
 };
 
 /// One step's (or one held-out evaluation's) episodes.
@@ -130,6 +152,7 @@ struct coordinator_state {
   bool training = false;          ///< a batch is with the learner
   bool publishing = false;        ///< waiting for samplers to confirm a policy
   std::map<uint64_t, step_round> rounds; ///< under way, by key
+  uint64_t workers_seen = 0;      ///< revision of settings.workers last copied into res
   uint64_t dropped_groups = 0;
   uint64_t stale_dropped = 0;
   double last_reward = 0, last_correct = 0;

@@ -4,6 +4,7 @@
 #include "actors/membership.hpp"
 #include "actors/metrics.hpp"
 #include "actors/retriever.hpp"
+#include "actors/rl_run.hpp"
 #include "actors/role_slot.hpp"
 #include "actors/sampler.hpp"
 #include "runtime/io/text.hpp"
@@ -113,6 +114,17 @@ std::vector<actor_entry> spawn_role_actors(node_pointer self) {
       retriever, stats, s.retrieval, retrieval::retriever_options_from(s.retrieval)));
     self->monitor(handle);
     out.push_back({stats.name, "retriever", handle});
+  }
+  // An RL run: the coordinator node drives it (it finds the other roles through the membership).
+  if (s.is_coordinator && s.rl) {
+    actor_stats stats;
+    stats.node = s.info.name;
+    stats.role = "coordinator";
+    stats.name = actor_name(s.info.name, "coordinator");
+    auto handle = caf::actor_cast<caf::actor>(self->spawn(
+      rl_run, stats, s.rl, caf::actor_cast<node_actor>(self), self->state.membership));
+    self->monitor(handle);
+    out.push_back({stats.name, "coordinator", handle});
   }
   // This node's samplers follow this node's learner; samplers elsewhere subscribe themselves
   // (or are subscribed by the coordinator).

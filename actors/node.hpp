@@ -34,6 +34,8 @@ struct learner_settings;
 
 namespace kbrl {
 
+struct rl_run_inputs;
+
 /// Everything the node actor needs, decided by the node runtime from manifest and config.
 struct node_settings {
   node_info info;                  ///< this node (actors is filled in by the node actor)
@@ -54,6 +56,9 @@ struct node_settings {
   retrieval::retrieval_settings retrieval; ///< the coordinator node serves RA-ICL when index_dir is set
   /// The learner's settings (GPU filled in at spawn); null: the learner gets its defaults.
   std::shared_ptr<const train::learner_settings> learner;
+  /// The coordinator node of an RL run (rl.enabled): what the run trains on; it runs as the
+  /// actor "<node>/coordinator" (actors/rl_run.hpp). Null: no run.
+  std::shared_ptr<const rl_run_inputs> rl;
 };
 
 struct node_actor_state {

@@ -297,11 +297,15 @@ struct metric_record {
   double value = 0;
   int64_t unix_ms = 0;
   std::string source;              ///< actor that produced it
+  /// A distribution's values (TensorBoard shows a histogram; value is then their count); empty
+  /// for a scalar.
+  std::vector<double> samples;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, metric_record& x) {
-  return f(caf::meta::type_name("metric_record"), x.step, x.name, x.value, x.unix_ms, x.source);
+  return f(caf::meta::type_name("metric_record"), x.step, x.name, x.value, x.unix_ms, x.source,
+           x.samples);
 }
 
 // -- retrieval ------------------------------------------------------------------------------------

@@ -191,10 +191,22 @@ using retriever_actor = caf::typed_actor<
   /// The k nearest examples of the problem's backend, never the problem itself.
   caf::replies_to<retrieve_atom, problem, int32_t>::with<std::vector<retrieved_example>>>;
 
-/// Writes metric records to metrics.jsonl (and TensorBoard when that lands).
+/// Writes metric records to metrics.jsonl and TensorBoard event files.
 using metrics_actor = caf::typed_actor<
   status_handler, control_handler,
   /// Appends the records.
   caf::reacts_to<metrics_atom, std::vector<metric_record>>>;
+
+/// An RL run on the coordinator node, registered as "<node>/coordinator": waits until the
+/// cluster has what a run needs, runs the coordinator, and stops the node when the run is done.
+/// Once the coordinator runs, status and control verbs are the coordinator's.
+using rl_run_actor = caf::typed_actor<
+  status_handler, control_handler,
+  /// The coordinator's metrics pass through here (progress line) to the metrics sink.
+  caf::reacts_to<metrics_atom, std::vector<metric_record>>,
+  /// The membership's view after each change (subscribed).
+  caf::reacts_to<membership_view>,
+  /// Self-sent twice a second: log what is still missing, see whether the run finished.
+  caf::reacts_to<tick_atom>>;
 
 } // namespace kbrl

@@ -170,9 +170,10 @@ BOOST_AUTO_TEST_CASE(episode_policy_metric_round_trip) {
   check(u);
   BOOST_CHECK_EQUAL(round_trip(u).adapter_bytes.back(), 255);
   BOOST_CHECK_EQUAL(round_trip(u).adapter_config, u.adapter_config);
-  kbrl::metric_record m{3, "train/loss", 0.25, 1700000000000, "head/learner"};
+  kbrl::metric_record m{3, "train/loss", 0.25, 1700000000000, "head/learner", {}};
   check(m);
   check(std::vector<kbrl::metric_record>{m, m});
+  check(kbrl::metric_record{3, "hist/reward", 2, 1700000000000, "head/coordinator", {0.5, -1}});
   check(std::vector<kbrl::trajectory>{t});
   check(kbrl::retrieved_example{"k1", "ref", "kernel", kbrl::kernel_backend::cuda, 0.9, 1.7});
   check(std::vector<kbrl::retrieved_example>{{"k1", "", "", kbrl::kernel_backend::hip, 0, 0}});

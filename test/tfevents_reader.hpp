@@ -2,7 +2,8 @@
 // A TensorBoard event-file reader written for the tests, independent of the writer: TFRecord
 // framing with both masked CRC-32Cs checked (its own bitwise CRC, not the writer's table), and a
 // protobuf decoder for the Event fields kbrl writes (wall_time, step, file_version, summary
-// values with tag and simple_value). Unknown fields are skipped by wire type, as protobuf does.
+// values with tag and simple_value or histo, session_log's status). Unknown fields are skipped by
+// wire type, as protobuf does.
 
 #include <cstdint>
 #include <cstring>
@@ -31,11 +32,19 @@ inline uint32_t masked_crc(const std::string& data) {
   return ((c >> 15) | (c << 17)) + 0xa282ead8u;
 }
 
+/// A HistogramProto's fields.
+struct tf_histogram {
+  double min = 0, max = 0, num = 0, sum = 0, sum_squares = 0;
+  std::vector<double> bucket_limit, bucket;
+};
+
 struct tf_event {
   double wall_time = 0;
   int64_t step = 0;
   std::string file_version;
   std::vector<std::pair<std::string, float>> scalars;
+  std::vector<std::pair<std::string, tf_histogram>> histograms;
+  int session_status = 0; ///< SessionLog.status (1 = START); 0 when the event has none
 };
 
 namespace detail {
@@ -83,6 +92,40 @@ void fields(const std::string& msg, F f) {
   }
 }
 
+inline double as_double(uint64_t bits) {
+  double x;
+  std::memcpy(&x, &bits, 8);
+  return x;
+}
+
+/// Appends a repeated double field: packed (wire 2) or one element (wire 1).
+inline void repeated_doubles(std::vector<double>& out, uint32_t wire, uint64_t v,
+                             const std::string& bytes) {
+  if (wire == 1) {
+    out.push_back(as_double(v));
+    return;
+  }
+  if (bytes.size() % 8 != 0)
+    throw std::runtime_error("packed doubles: length not a multiple of 8");
+  for (size_t i = 0; i < bytes.size(); i += 8)
+    out.push_back(as_double(le(bytes, i, 8)));
+}
+
+inline tf_histogram decode_histogram(const std::string& msg) {
+  tf_histogram h;
+  fields(msg, [&](uint32_t field, uint32_t wire, uint64_t v, const std::string& bytes) {
+    if (field >= 1 && field <= 5 && wire == 1) {
+      double* slots[] = {&h.min, &h.max, &h.num, &h.sum, &h.sum_squares};
+      *slots[field - 1] = as_double(v);
+    } else if (field == 6) {
+      repeated_doubles(h.bucket_limit, wire, v, bytes);
+    } else if (field == 7) {
+      repeated_doubles(h.bucket, wire, v, bytes);
+    }
+  });
+  return h;
+}
+
 } // namespace detail
 
 /// Decodes one Event message.
@@ -101,6 +144,8 @@ inline tf_event decode_event(const std::string& msg) {
           return;
         std::string tag;
         float x = 0;
+        bool histo = false;
+        tf_histogram h;
         detail::fields(value, [&](uint32_t f3, uint32_t w3, uint64_t v3, const std::string& b3) {
           if (f3 == 1 && w3 == 2)
             tag = b3;
@@ -108,8 +153,20 @@ inline tf_event decode_event(const std::string& msg) {
             auto bits = static_cast<uint32_t>(v3);
             std::memcpy(&x, &bits, 4);
           }
+          if (f3 == 5 && w3 == 2) {
+            histo = true;
+            h = detail::decode_histogram(b3);
+          }
         });
-        e.scalars.emplace_back(tag, x);
+        if (histo)
+          e.histograms.emplace_back(tag, h);
+        else
+          e.scalars.emplace_back(tag, x);
+      });
+    else if (field == 7 && wire == 2)
+      detail::fields(bytes, [&](uint32_t f2, uint32_t w2, uint64_t v2, const std::string&) {
+        if (f2 == 1 && w2 == 0)
+          e.session_status = static_cast<int>(v2);
       });
   });
   return e;

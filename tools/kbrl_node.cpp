@@ -4,6 +4,8 @@
 //   kbrl-node --role evaluator --gpu 0,1 --manifest cluster.toml --node gpu1
 //   kbrl-node --role all                       (one machine, loopback, no manifest)
 //   kbrl-node --role all log.level=debug node.stop_after_s=5
+//   kbrl-node --role all --config run.toml rl.enabled=true      (train; exits when done)
+//   kbrl-node --role all --resume runs/kbrl rl.steps=200        (continue that run)
 
 #include "messages/errors.hpp"
 #include "runtime/config/manifest.hpp"
@@ -25,9 +27,9 @@ int main(int argc, char** argv) {
   bool list_nodes = false;
   app.add_option("--role", launch.roles,
                  "Role(s) of this node: learner, sampler, evaluator or all (comma-separated)")
-    ->delimiter(',')->expected(1)->allow_extra_args(false);
+    ->delimiter(',')->allow_extra_args(false);
   app.add_option("--gpu", gpus_text, "CUDA device indices this node uses, e.g. 0 or 0,1")
-    ->delimiter(',')->expected(1)->allow_extra_args(false);
+    ->delimiter(',')->allow_extra_args(false);
   app.add_option("--manifest", launch.manifest_path, "Cluster manifest (TOML)")
     ->check(CLI::ExistingFile);
   app.add_option("--node", launch.node_name,
@@ -35,6 +37,10 @@ int main(int argc, char** argv) {
   app.add_option("--port", launch.port, "Port to listen on without a manifest (default 4242)")
     ->check(CLI::Range(1, 65535));
   app.add_option("--config", launch.config_path, "Run config (TOML)")->check(CLI::ExistingFile);
+  app.add_option("--resume", launch.resume_dir,
+                 "Continue the RL run in this run directory (its config.toml, the learner's "
+                 "newest checkpoint, coordinator.json); overrides apply on top, e.g. "
+                 "rl.steps=200");
   app.add_flag("--list-nodes", list_nodes,
                "Print the manifest's node names, one per line, and exit (for scripts)");
   app.add_option("overrides", launch.overrides, "Run-config overrides, key.sub=value");

@@ -1,6 +1,7 @@
 #include "runtime/config/settings.hpp"
 
 #include "runtime/config/toml_util.hpp"
+#include "runtime/episode/rewards.hpp"
 #include "runtime/io/text.hpp"
 
 #include "runtime/config/config_error.hpp"
@@ -39,6 +40,10 @@ const std::vector<setting>& all_settings() {
      "working directory of kbrl-node."},
     {"run.seed", setting_kind::integer, "0",
      "Seed for the random number generators of the run.", {}, 0},
+    {"run.overwrite", setting_kind::boolean, "false",
+     "An RL run refuses to start in a run directory that already holds one (metrics, traces, "
+     "coordinator.json or learner checkpoints) unless it is resumed (kbrl-node --resume DIR); "
+     "true deletes that earlier run's files and starts afresh."},
     {"log.level", setting_kind::string, "\"info\"", "Lowest severity of messages that are logged.",
      {"trace", "debug", "info", "warn", "error", "off"}},
     {"log.console", setting_kind::boolean, "true", "Also write log messages to stderr."},
@@ -178,6 +183,106 @@ const std::vector<setting>& all_settings() {
     {"learner.data_parallel_timeout_s", setting_kind::real, "600",
      "Seconds one collective of a data-parallel step (Gloo or NCCL all-reduce) may take before "
      "the step fails instead of waiting for a replica that died.", {}, 0, inf, exclusive},
+    {"rl.enabled", setting_kind::boolean, "false",
+     "Run RL training: the coordinator node waits for a learner, a sampler and an evaluator "
+     "(on any node), runs rl.steps steps and stops; false: nodes only serve their roles."},
+    {"rl.steps", setting_kind::integer, "100",
+     "Training steps of the run, counted over resumes; 0: until stopped.", {}, 0},
+    {"rl.problems_per_step", setting_kind::integer, "4",
+     "Problems per step (B), each one GRPO group.", {}, 1, 100000},
+    {"rl.group_size", setting_kind::integer, "4",
+     "Samples per problem and step (G); their rewards are compared with each other.", {}, 2,
+     100000},
+    {"rl.mode", setting_kind::string, "\"sync\"",
+     "sync: a step's episodes start after the previous step's policy is published; async: "
+     "episodes run ahead of the learner by up to rl.max_staleness policy versions.",
+     {"sync", "async"}},
+    {"rl.max_staleness", setting_kind::integer, "1",
+     "async: policy versions an episode's sampler may lag behind the learner; at most "
+     "learner.max_staleness (which refuses staler batches).", {}, 0},
+    {"rl.eval_every", setting_kind::integer, "0",
+     "Steps between evaluations on the held-out problems (greedy, one sample each); 0: never.",
+     {}, 0},
+    {"rl.eval_fraction", setting_kind::real, "0.0",
+     "Share of the selected problems held out of training for those evaluations, chosen per "
+     "problem by a hash of its id and run.seed.", {}, 0, 0.9},
+    {"rl.drop_flat_groups", setting_kind::boolean, "true",
+     "Groups whose rewards are all equal (no learning signal) are not sent to the learner."},
+    {"rl.traces_max_mb", setting_kind::integer, "256",
+     "Size in MiB past which <run>/traces.jsonl (every trajectory) is rotated to "
+     "traces.1.jsonl.", {}, 1},
+    {"rl.max_turns", setting_kind::integer, "4",
+     "Turns per episode: after a turn that is not yet a success, the model sees the evaluator's "
+     "feedback and tries again.", {}, 1, 64},
+    {"rl.gamma", setting_kind::real, "0.4",
+     "Discount of later turns' rewards in an episode's returns; in an RL run the learner uses "
+     "this value too (learner.gamma applies to a learner fed from elsewhere).", {}, 0, 1},
+    {"rl.return_aggregation", setting_kind::string, "\"sum\"",
+     "How later turns flow back: sum (R_t = s_t + gamma R_t+1) or max (R_t = max(s_t, gamma "
+     "R_t+1)).", {"sum", "max"}},
+    {"rl.success_speedup", setting_kind::real, "1.0",
+     "A correct turn at least this much faster than the reference ends the episode early.", {},
+     0},
+    {"rl.max_retries", setting_kind::integer, "3",
+     "Per turn: times a request is sent to another sampler or evaluator after one failed.", {},
+     0, 100},
+    {"rl.sampler_timeout_s", setting_kind::real, "900.0",
+     "Seconds an episode waits for one completion.", {}, 0, inf, exclusive},
+    {"rl.evaluator_timeout_s", setting_kind::real, "900.0",
+     "Seconds an episode waits for one verdict.", {}, 0, inf, exclusive},
+    {"rl.learner_timeout_s", setting_kind::real, "1800.0",
+     "Seconds the coordinator waits for one training step.", {}, 0, inf, exclusive},
+    {"rl.correctness_trials", setting_kind::integer, "5",
+     "Fresh random inputs each candidate is checked on against the reference.", {}, 1, 100},
+    {"rl.perf_trials", setting_kind::integer, "100",
+     "Timed runs of a correct candidate (and of the reference) for its speedup.", {}, 1,
+     100000},
+    {"rl.temperature", setting_kind::real, "1.0",
+     "Sampling temperature of the episodes (0: greedy); must equal learner.temperature.", {}, 0,
+     10},
+    {"rl.top_p", setting_kind::real, "1.0", "Nucleus sampling: probability mass kept.", {}, 0, 1,
+     exclusive},
+    {"rl.top_k", setting_kind::integer, "0", "Most likely tokens sampled from; 0: all.", {}, 0},
+    {"rl.max_new_tokens", setting_kind::integer, "1024", "Completion tokens per turn at most.",
+     {}, 1, 1000000},
+    {"rl.chat_format", setting_kind::string, "\"auto\"",
+     "How prompts are rendered for the policy: auto (recognised from the model's chat "
+     "template) or forced: chatml, qwen3, llama3.", {"auto", "chatml", "qwen3", "llama3"}},
+    {"problems.root", setting_kind::string, "\"\"",
+     "KernelBench checkout or folder with level<N>/ folders of problem files; empty: "
+     "$KERNELBENCH_ROOT."},
+    {"problems.levels", setting_kind::int_list, "[1]", "Levels trained on.", {}, 1, 9},
+    {"problems.numbers", setting_kind::string, "\"\"",
+     "Problem numbers within each level, e.g. \"1-20,25\"; empty: all."},
+    {"problems.backend", setting_kind::string, "\"cuda\"",
+     "What candidates must be written in: cuda (CUDA C++ through load_inline), triton, or torch "
+     "(plain PyTorch, for CPU runs).", {"cuda", "triton", "torch"}},
+    {"problems.precision", setting_kind::string, "\"fp32\"",
+     "Precision the problems run in (inputs, weights, tolerances).", {"fp32", "fp16", "bf16"}},
+    {"reward.preset", setting_kind::string, "\"correctness\"",
+     "Weights of the reward: correctness (1 x correct), kevin (0.3 x correct + speedup), or the "
+     "staged stage-format, stage-compile, stage-correct, stage-speed.",
+     episode::reward_preset_names()},
+    {"reward.format", setting_kind::real, "-1.0",
+     "Weight of an answer that parsed; -1 keeps the preset's weight, >= 0 replaces it (so do "
+     "the other weights below).", {}, -1},
+    {"reward.compiles", setting_kind::real, "-1.0", "Weight of a candidate that built and loaded.",
+     {}, -1},
+    {"reward.partial", setting_kind::real, "-1.0",
+     "Weight of the share of correctness trials passed.", {}, -1},
+    {"reward.correct", setting_kind::real, "-1.0", "Weight of passing every correctness trial.",
+     {}, -1},
+    {"reward.speed", setting_kind::real, "-1.0",
+     "Weight of the speedup of a correct candidate (see speed_kind, speed_cap).", {}, -1},
+    {"reward.speed_kind", setting_kind::string, "\"\"",
+     "Speed term: log (log of the speedup) or linear (the speedup); empty keeps the preset's.",
+     {"", "log", "linear"}},
+    {"reward.speed_cap", setting_kind::real, "-1.0",
+     "Largest speed term; -1 keeps the preset's, else > 0.", {}, -1},
+    {"reward.reasoning", setting_kind::real, "-1.0",
+     "Weight of a non-empty reasoning (think) block.", {}, -1},
+    {"reward.length", setting_kind::real, "-1.0",
+     "Weight of the length penalty: minus completion tokens / 1000.", {}, -1},
     {"eval.python", setting_kind::string, "\"auto\"",
      "Python interpreter (with torch) that runs the evaluation workers; auto: the first of "
      "$KBRL_PYTHON, python3 on PATH and /usr/bin/python3 that imports torch."},

@@ -3,6 +3,7 @@
 #include "runtime/node/clock.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <map>
 
@@ -52,27 +53,74 @@ double median(std::vector<double> xs) {
 
 } // namespace
 
+namespace {
+
+/// The KernelBench level of a problem id "level<N>/...", or 0.
+int level_of(const std::string& problem_id) {
+  if (problem_id.rfind("level", 0) != 0)
+    return 0;
+  int level = 0;
+  size_t i = 5;
+  for (; i < problem_id.size() && std::isdigit(static_cast<unsigned char>(problem_id[i])); ++i)
+    level = level * 10 + (problem_id[i] - '0');
+  return i < problem_id.size() && problem_id[i] == '/' ? level : 0;
+}
+
+} // namespace
+
 std::vector<metric_record> summarize_step(const std::vector<trajectory>& trajectories,
-                                          uint64_t step, const std::string& source) {
+                                          uint64_t step, const std::string& source,
+                                          std::optional<uint64_t> learner_version) {
   std::vector<double> rewards, speedups;
-  size_t turns = 0, parsed = 0, compiled = 0, correct = 0, hacks = 0, tokens = 0;
-  std::map<int32_t, std::pair<size_t, size_t>> by_turn; // index -> (correct, count)
+  size_t turns = 0, parsed = 0, compiled = 0, correct = 0, hacks = 0, fast = 0, failed = 0;
+  size_t prompt_tokens = 0, completion_tokens = 0;
+  uint64_t version_min = UINT64_MAX, version_max = 0;
+  double staleness_sum = 0, staleness_max = 0;
+  struct tally {
+    size_t correct = 0, count = 0;
+    double reward = 0;
+  };
+  std::map<int32_t, tally> by_turn;  // turn index -> correct turns, turns, summed returns
+  std::map<int, tally> by_level;     // level -> correct turns, turns; rewards per trajectory
+  std::map<int, size_t> level_trajectories;
   for (auto& t : trajectories) {
     rewards.push_back(trajectory_reward(t));
+    failed += t.end_reason.rfind("failed", 0) == 0 ? 1 : 0;
+    int level = level_of(t.problem_id);
+    if (level > 0) {
+      by_level[level].reward += trajectory_reward(t);
+      ++level_trajectories[level];
+    }
     for (auto& turn : t.turns) {
       ++turns;
-      tokens += turn.prompt_tokens.size() + turn.completion_tokens.size();
+      prompt_tokens += turn.prompt_tokens.size();
+      completion_tokens += turn.completion_tokens.size();
       auto& v = turn.verdict;
       bool evaluated = v.compiled || v.error != eval_error::none || !v.trials.empty();
       parsed += evaluated ? 1 : 0;
       compiled += v.compiled ? 1 : 0;
       correct += v.correct ? 1 : 0;
       hacks += v.error == eval_error::static_check ? 1 : 0;
+      fast += v.correct && v.speedup > 1 ? 1 : 0;
       if (v.correct && v.speedup > 0)
         speedups.push_back(v.speedup);
       auto& slot = by_turn[turn.index];
-      slot.first += v.correct ? 1 : 0;
-      ++slot.second;
+      slot.correct += v.correct ? 1 : 0;
+      ++slot.count;
+      slot.reward += turn.return_value;
+      if (level > 0) {
+        by_level[level].correct += v.correct ? 1 : 0;
+        ++by_level[level].count;
+      }
+      version_min = std::min(version_min, turn.policy_version);
+      version_max = std::max(version_max, turn.policy_version);
+      if (learner_version) {
+        double lag = *learner_version > turn.policy_version
+                       ? static_cast<double>(*learner_version - turn.policy_version)
+                       : 0.0;
+        staleness_sum += lag;
+        staleness_max = std::max(staleness_max, lag);
+      }
     }
   }
   double m = mean(rewards), var = 0;
@@ -80,10 +128,11 @@ std::vector<metric_record> summarize_step(const std::vector<trajectory>& traject
     var += (r - m) * (r - m);
   double sd = rewards.empty() ? 0 : std::sqrt(var / static_cast<double>(rewards.size()));
   auto rate = [&](size_t n) { return turns == 0 ? 0.0 : static_cast<double>(n) / turns; };
+  auto per = [](double x, size_t n) { return n == 0 ? 0.0 : x / static_cast<double>(n); };
   auto now = now_unix_ms();
   std::vector<metric_record> out;
   auto add = [&](const std::string& name, double value) {
-    out.push_back({step, name, value, now, source});
+    out.push_back({step, name, value, now, source, {}});
   };
   add("reward/mean", m);
   add("reward/std", sd);
@@ -93,15 +142,40 @@ std::vector<metric_record> summarize_step(const std::vector<trajectory>& traject
   add("rate/compiled", rate(compiled));
   add("rate/correct", rate(correct));
   add("rate/hack", rate(hacks));
+  add("rate/fast_1", rate(fast));
+  add("rate/failed", per(static_cast<double>(failed), trajectories.size()));
   add("speedup/mean", mean(speedups));
   add("speedup/median", median(speedups));
+  add("speedup/min", speedups.empty() ? 0 : *std::min_element(speedups.begin(), speedups.end()));
   add("speedup/max", speedups.empty() ? 0 : *std::max_element(speedups.begin(), speedups.end()));
   add("episodes", static_cast<double>(trajectories.size()));
   add("turns", static_cast<double>(turns));
-  add("tokens", static_cast<double>(tokens));
-  for (auto& [index, cc] : by_turn)
-    add("rate/correct_turn" + std::to_string(index + 1),
-        static_cast<double>(cc.first) / static_cast<double>(cc.second));
+  add("turns/mean", per(static_cast<double>(turns), trajectories.size()));
+  add("tokens", static_cast<double>(prompt_tokens + completion_tokens));
+  add("tokens/prompt", static_cast<double>(prompt_tokens));
+  add("tokens/completion", static_cast<double>(completion_tokens));
+  add("tokens/completion_mean", per(static_cast<double>(completion_tokens), turns));
+  for (auto& [index, t] : by_turn) {
+    add("rate/correct_turn" + std::to_string(index + 1), per(static_cast<double>(t.correct), t.count));
+    add("turn" + std::to_string(index + 1) + "/reward_mean", per(t.reward, t.count));
+  }
+  for (auto& [level, t] : by_level) {
+    auto prefix = "level" + std::to_string(level) + "/";
+    add(prefix + "reward_mean", per(t.reward, level_trajectories[level]));
+    add(prefix + "correct_rate", per(static_cast<double>(t.correct), t.count));
+  }
+  if (turns > 0) {
+    add("policy/version_min", static_cast<double>(version_min));
+    add("policy/version_max", static_cast<double>(version_max));
+    if (learner_version) {
+      add("staleness/mean", staleness_sum / static_cast<double>(turns));
+      add("staleness/max", staleness_max);
+    }
+  }
+  out.push_back({step, "hist/reward", static_cast<double>(rewards.size()), now, source, rewards});
+  if (!speedups.empty())
+    out.push_back(
+      {step, "hist/speedup", static_cast<double>(speedups.size()), now, source, speedups});
   return out;
 }
 

@@ -4,6 +4,7 @@
 
 #include "messages/data.hpp"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,8 +22,21 @@ struct group_filter_result {
 };
 group_filter_result drop_flat_groups(std::vector<trajectory> trajectories, double tolerance = 1e-9);
 
-/// The step's scalars, named as metrics.jsonl and TensorBoard show them ("reward/mean", ...).
+/// The step's scalars, named as metrics.jsonl and TensorBoard show them:
+///   reward/mean|std|min|max          over trajectories (first turn's return)
+///   rate/format|compiled|correct|hack|fast_1   shares of turns (fast_1: correct and faster)
+///   rate/failed                      trajectories ended by a failure of kbrl (no sampler...)
+///   speedup/mean|median|min|max      over correct turns with a speedup
+///   episodes, turns, turns/mean, tokens, tokens/prompt, tokens/completion,
+///   tokens/completion_mean           (per turn)
+///   rate/correct_turnN, turnN/reward_mean      per turn index N (1-based)
+///   levelN/reward_mean, levelN/correct_rate    per KernelBench level (problem ids "levelN/...")
+///   policy/version_min|max           versions the turns were sampled with
+///   staleness/mean|max               learner_version minus those versions (when given)
+/// and two distributions (records with samples, shown as TensorBoard histograms):
+///   hist/reward (every trajectory's reward), hist/speedup (correct turns; absent if none).
 std::vector<metric_record> summarize_step(const std::vector<trajectory>& trajectories,
-                                          uint64_t step, const std::string& source);
+                                          uint64_t step, const std::string& source,
+                                          std::optional<uint64_t> learner_version = {});
 
 } // namespace kbrl::episode

@@ -29,7 +29,7 @@ std::vector<metric_record> timeline_metrics(const step_timeline& t, int64_t unix
                                             const std::string& source) {
   std::vector<metric_record> out;
   auto add = [&](const char* name, double value) {
-    out.push_back({t.step, std::string("step_timeline.") + name, value, unix_ms, source});
+    out.push_back({t.step, std::string("step_timeline.") + name, value, unix_ms, source, {}});
   };
   add("wall_s", t.wall_s);
   add("sampling_s", t.sampling_s);

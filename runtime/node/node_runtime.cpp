@@ -6,6 +6,8 @@
 #include "runtime/eval/python_probe.hpp"
 #include "runtime/io/text.hpp"
 #include "runtime/node/logging.hpp"
+#include "runtime/node/rl_run_dir.hpp"
+#include "runtime/node/rl_summary.hpp"
 #include "runtime/node/role_plan.hpp"
 #include "runtime/train/learner_settings.hpp"
 
@@ -16,6 +18,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <unistd.h>
@@ -100,7 +103,8 @@ std::chrono::milliseconds seconds_setting(const config::run_config& run, const s
   return std::chrono::milliseconds(static_cast<int64_t>(run.get_real(key) * 1000));
 }
 
-node_settings make_node_settings(const node_plan& plan, caf::actor_system& sys) {
+node_settings make_node_settings(const node_plan& plan, caf::actor_system& sys,
+                                 std::shared_ptr<const rl_run_inputs> rl) {
   auto& m = plan.manifest;
   auto& coord = m.coordinator_node();
   node_settings s;
@@ -131,8 +135,11 @@ node_settings make_node_settings(const node_plan& plan, caf::actor_system& sys) 
   s.eval_supervision = evaluation_supervision(plan.run);
   s.sampler = sampling::sampler_settings_from(plan.run, -1, "");
   s.retrieval = retrieval::retrieval_settings_from(plan.run);
-  if (auto learner = train::learner_settings_from(plan.run, -1, plan.run_dir))
+  s.rl = std::move(rl);
+  if (auto learner = train::learner_settings_from(plan.run, -1, plan.run_dir)) {
+    apply_rl_to_learner(plan.run, *learner);
     s.learner = std::make_shared<const train::learner_settings>(std::move(*learner));
+  }
   return s;
 }
 
@@ -285,7 +292,28 @@ caf::expected<node_plan> plan_node(const node_launch& launch) {
     return make_error(errc::invalid_config, "--gpu: a GPU is listed twice");
   if (auto ok = check_gpus(plan.self.gpus); !ok)
     return ok.error();
-  if (!launch.config_path.empty()) {
+  fs::path resume_dir;
+  if (!launch.resume_dir.empty()) {
+    if (!launch.config_path.empty())
+      return make_error(errc::invalid_config,
+                        "--resume continues with the run's own config.toml: change settings "
+                        "with key=value overrides (e.g. rl.steps=200), not --config");
+    std::error_code ec;
+    resume_dir = fs::absolute(launch.resume_dir).lexically_normal();
+    if (resume_dir.has_filename() == false)
+      resume_dir = resume_dir.parent_path();
+    if (!fs::is_directory(resume_dir, ec))
+      return make_error(errc::invalid_config,
+                        "--resume " + launch.resume_dir + ": no such directory");
+    auto cfg = config::run_config::load((resume_dir / "config.toml").string());
+    if (!cfg)
+      return make_error(errc::invalid_config,
+                        "--resume " + launch.resume_dir
+                          + ": not a readable kbrl run directory (its config.toml): "
+                          + describe(cfg.error()));
+    plan.run = std::move(*cfg);
+    plan.resume = true;
+  } else if (!launch.config_path.empty()) {
     auto cfg = config::run_config::load(launch.config_path);
     if (!cfg)
       return std::move(cfg.error());
@@ -294,6 +322,15 @@ caf::expected<node_plan> plan_node(const node_launch& launch) {
   for (auto& o : launch.overrides)
     if (auto err = plan.run.apply_override(o))
       return err;
+  if (plan.resume) {
+    // The directory named is the run, wherever it was moved to; its learner continues from its
+    // newest checkpoint.
+    for (auto o : {"run.dir=" + resume_dir.parent_path().string(),
+                   "run.name=" + resume_dir.filename().string(), std::string("learner.resume=true")})
+      if (auto err = plan.run.apply_override(o))
+        return make_error(errc::invalid_config, "--resume " + launch.resume_dir + ": "
+                                                  + describe(err));
+  }
   if (auto ok = eval::validate_overrides(evaluation_engine_options(plan.run).rule_overrides); !ok)
     return ok.error();
   if (auto ok = train::learner_settings_from(plan.run, -1, ""); !ok)
@@ -301,6 +338,30 @@ caf::expected<node_plan> plan_node(const node_launch& launch) {
   plan.run_dir = fs::absolute(fs::path(plan.run.get_string("run.dir")) / plan.run.get_string("run.name"))
                    .lexically_normal()
                    .string();
+  const bool coordinator = plan.manifest.coordinator_node().name == plan.self.name;
+  if (plan.run.get_bool("rl.enabled") && coordinator) {
+    auto rl = rl_run_settings_from(plan.run, plan.run_dir, std::getenv("KERNELBENCH_ROOT"));
+    if (!rl)
+      return std::move(rl.error());
+    plan.rl = std::move(*rl);
+    if (!plan.resume && !plan.run.get_bool("run.overwrite")) {
+      auto earlier = earlier_run_files(plan.run_dir);
+      if (!earlier.empty())
+        return make_error(errc::invalid_config,
+                          plan.run_dir + " holds an earlier run (" + join(earlier)
+                            + "): continue it with --resume " + plan.run_dir
+                            + ", start another with run.name=NEW_NAME, or replace it with "
+                              "run.overwrite=true");
+    }
+  } else if (plan.resume) {
+    return make_error(errc::invalid_config,
+                      "--resume " + launch.resume_dir
+                        + (coordinator ? ": the run's config has rl.enabled = false, so there is "
+                                         "no RL run to continue"
+                                       : ": only the coordinator node ("
+                                           + plan.manifest.coordinator_node().name
+                                           + ") continues a run; start this node as usual"));
+  }
   return plan;
 }
 
@@ -321,6 +382,59 @@ int run_node(const node_plan& plan_in) {
     return 1;
   }
 
+  // The coordinator node of an RL run: the run directory made consistent, the problems and
+  // the policy's tokenizer loaded, before anything else starts.
+  std::shared_ptr<const rl_run_inputs> rl;
+  uint64_t first_step = 0;
+  auto started = std::chrono::steady_clock::now();
+  if (plan.rl.enabled) {
+    auto cannot_start = [&](const std::string& what) {
+      spdlog::error("the RL run cannot start: {}", what);
+      spdlog::default_logger()->flush();
+      return 1;
+    };
+    if (plan.resume) {
+      auto point = prepare_resume(plan.run_dir, plan.rl.coordinator.problems_per_step);
+      if (!point)
+        return cannot_start("resuming " + plan.run_dir + ": " + describe(point.error()));
+      if (!point->adjusted.empty())
+        spdlog::warn("{}", point->adjusted);
+      spdlog::info("resuming the run in {} after step {} (policy v{}); {} metrics line(s) and {} "
+                   "trace line(s) of later steps removed, those steps run again",
+                   plan.run_dir, point->step, point->policy_version,
+                   point->metrics_lines_removed, point->trace_lines_removed);
+      first_step = point->step;
+    } else if (plan.run.get_bool("run.overwrite")) {
+      auto earlier = earlier_run_files(plan.run_dir);
+      if (!earlier.empty()) {
+        spdlog::warn("run.overwrite: removing the earlier run in {} ({})", plan.run_dir,
+                     join(earlier));
+        if (auto ok = remove_earlier_run(plan.run_dir); !ok)
+          return cannot_start(describe(ok.error()));
+      }
+    }
+    std::vector<std::string> levels;
+    for (auto l : plan.rl.problems.levels)
+      levels.push_back(std::to_string(l));
+    spdlog::info("loading the problems of level(s) {} from {}{} and the tokenizer of {}",
+                 join(levels), plan.rl.problems.root,
+                 plan.run.get_string("problems.numbers").empty()
+                   ? ""
+                   : " (numbers " + plan.run.get_string("problems.numbers") + ")",
+                 plan.rl.policy_model);
+    auto inputs = load_rl_inputs(plan.rl);
+    if (!inputs)
+      return cannot_start(describe(inputs.error()));
+    spdlog::info("{} problems: {} for training, {} held out; prompts in the {} chat format",
+                 inputs->train.size() + inputs->eval.size(), inputs->train.size(),
+                 inputs->eval.size(), inputs->chat->name());
+    if (!inputs->eval.empty() && plan.rl.coordinator.eval_every == 0)
+      spdlog::warn("{} problem(s) are held out of training (rl.eval_fraction) but never "
+                   "evaluated (rl.eval_every = 0)",
+                   inputs->eval.size());
+    rl = std::make_shared<const rl_run_inputs>(std::move(*inputs));
+  }
+
   auto& sec = plan.manifest.security;
   caf::actor_system_config cfg;
   register_message_types(cfg);
@@ -336,7 +450,7 @@ int run_node(const node_plan& plan_in) {
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
 
-  auto settings = make_node_settings(plan, sys);
+  auto settings = make_node_settings(plan, sys, rl);
   auto handle = sys.spawn(node, settings);
   auto port = publish_node(plan, handle);
   if (!port) {
@@ -363,11 +477,24 @@ int run_node(const node_plan& plan_in) {
         [&](caf::error& err) { spdlog::warn("cannot list actors: {}", sys.render(err)); });
   }
   auto reason = wait_for_stop(sys, handle, plan.run.get_real("node.stop_after_s"));
+  auto summarize = [&] {
+    if (!rl)
+      return;
+    auto text = rl_run_summary(plan.run_dir, plan.rl.coordinator.steps, first_step,
+                               std::chrono::duration<double>(std::chrono::steady_clock::now()
+                                                             - started)
+                                 .count());
+    spdlog::info("{}", text);
+    std::printf("%s\n", text.c_str());
+    std::fflush(stdout);
+  };
   if (reason && reason != caf::exit_reason::normal && reason != caf::exit_reason::user_shutdown) {
     spdlog::error("node {} failed: {}", plan.self.name, sys.render(reason));
+    summarize();
     spdlog::default_logger()->flush();
     return 1;
   }
+  summarize();
   spdlog::info("node {} stopped cleanly", plan.self.name);
   spdlog::default_logger()->flush();
   return 0;

@@ -7,6 +7,7 @@
 #include "actors/evaluator_supervisor.hpp"
 #include "runtime/config/manifest.hpp"
 #include "runtime/config/settings.hpp"
+#include "runtime/node/rl_settings.hpp"
 
 #include <caf/expected.hpp>
 
@@ -25,6 +26,9 @@ struct node_launch {
   uint16_t port = 4242;               ///< --port, only without a manifest
   std::string config_path;            ///< --config
   std::vector<std::string> overrides; ///< key.sub=value
+  /// --resume RUN_DIR: continue the RL run in that directory with its config.toml (overrides
+  /// apply on top, e.g. rl.steps=200).
+  std::string resume_dir;
 };
 
 /// A launch checked against manifest and config: everything needed to start.
@@ -33,9 +37,14 @@ struct node_plan {
   config::node_spec self;             ///< this node, roles and GPUs as launched
   config::run_config run;
   std::string run_dir;                ///< <run.dir>/<run.name>
+  bool resume = false;                ///< --resume: continue the run in run_dir
+  /// The RL run this node drives: enabled only on the coordinator node with rl.enabled.
+  rl_run_settings rl;
 };
 
-/// Validates a launch: loads manifest and config, picks the node, checks roles and GPUs.
+/// Validates a launch: loads manifest and config, picks the node, checks roles and GPUs, and on
+/// the coordinator node of an RL run the [rl]/[problems]/[reward] keys and the run directory (a
+/// fresh run refuses one holding an earlier run unless run.overwrite; --resume needs one).
 /// Errors name the file, key or flag at fault; nothing has been started or written yet.
 caf::expected<node_plan> plan_node(const node_launch& launch);
 
@@ -49,7 +58,9 @@ supervisor_settings evaluation_supervision(const config::run_config& run);
 /// Where kbrl_eval_worker.py is when eval.worker_script is empty.
 std::string default_worker_script();
 
-/// Runs the node until it is told to stop. Returns the process exit code (0 on a clean stop).
+/// Runs the node until it is told to stop (or, on the coordinator node of an RL run, until the
+/// run is done, ending with a summary of it). Returns the process exit code (0 on a clean stop,
+/// 1 when the run could not start or failed).
 int run_node(const node_plan& plan);
 
 } // namespace kbrl

@@ -2,6 +2,7 @@
 
 #include "messages/errors.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <chrono>
@@ -125,6 +126,81 @@ std::string encode_scalars_event(double wall_time, int64_t step,
   return event;
 }
 
+histogram make_histogram(const std::vector<double>& values, size_t buckets) {
+  histogram h;
+  if (values.empty())
+    return h;
+  h.min = *std::min_element(values.begin(), values.end());
+  h.max = *std::max_element(values.begin(), values.end());
+  h.num = static_cast<double>(values.size());
+  for (double v : values) {
+    h.sum += v;
+    h.sum_squares += v * v;
+  }
+  if (h.max <= h.min || buckets <= 1) {
+    if (h.max <= h.min) { // one value: a bucket of width 1 around it
+      h.min -= 0.5;
+      h.max += 0.5;
+    }
+    h.bucket_limit = {h.max};
+    h.bucket = {h.num};
+    return h;
+  }
+  const double width = (h.max - h.min) / static_cast<double>(buckets);
+  h.bucket.assign(buckets, 0.0);
+  for (size_t i = 0; i < buckets; ++i)
+    h.bucket_limit.push_back(i + 1 == buckets ? h.max : h.min + width * static_cast<double>(i + 1));
+  for (double v : values) {
+    auto i = static_cast<size_t>((v - h.min) / width);
+    h.bucket[std::min(i, buckets - 1)] += 1;
+  }
+  return h;
+}
+
+std::string encode_histograms_event(double wall_time, int64_t step,
+                                    const std::vector<std::pair<std::string, histogram>>& histos) {
+  std::string summary;
+  for (auto& [tag, h] : histos) {
+    std::string proto;
+    put_double_field(proto, 1, h.min);
+    put_double_field(proto, 2, h.max);
+    put_double_field(proto, 3, h.num);
+    put_double_field(proto, 4, h.sum);
+    put_double_field(proto, 5, h.sum_squares);
+    for (auto [field, list] : {std::pair{6u, &h.bucket_limit}, std::pair{7u, &h.bucket}}) {
+      std::string packed;
+      for (double x : *list) {
+        uint64_t bits;
+        std::memcpy(&bits, &x, sizeof bits);
+        put_fixed64(packed, bits);
+      }
+      put_bytes_field(proto, field, packed);
+    }
+    std::string v;
+    put_bytes_field(v, 1, tag);
+    put_bytes_field(v, 5, proto);
+    put_bytes_field(summary, 1, v);
+  }
+  std::string event;
+  put_double_field(event, 1, wall_time);
+  put_tag(event, 2, wire_varint);
+  put_varint(event, static_cast<uint64_t>(step));
+  put_bytes_field(event, 5, summary);
+  return event;
+}
+
+std::string encode_session_start_event(double wall_time, int64_t step) {
+  std::string session_log;
+  put_tag(session_log, 1, wire_varint);
+  put_varint(session_log, 1); // SessionLog.START
+  std::string event;
+  put_double_field(event, 1, wall_time);
+  put_tag(event, 2, wire_varint);
+  put_varint(event, static_cast<uint64_t>(step));
+  put_bytes_field(event, 7, session_log);
+  return event;
+}
+
 caf::expected<tfevents_writer> tfevents_writer::create(const std::string& log_dir,
                                                        const std::string& suffix) {
   std::error_code ec;
@@ -158,6 +234,16 @@ caf::expected<void>
 tfevents_writer::write_scalars(int64_t step,
                                const std::vector<std::pair<std::string, double>>& scalars) {
   return write_record(encode_scalars_event(now_seconds(), step, scalars));
+}
+
+caf::expected<void>
+tfevents_writer::write_histograms(int64_t step,
+                                  const std::vector<std::pair<std::string, histogram>>& h) {
+  return write_record(encode_histograms_event(now_seconds(), step, h));
+}
+
+caf::expected<void> tfevents_writer::write_session_start(int64_t step) {
+  return write_record(encode_session_start_event(now_seconds(), step));
 }
 
 caf::expected<void> tfevents_writer::write_record(std::string_view data) {

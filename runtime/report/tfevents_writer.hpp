@@ -9,8 +9,21 @@
 // tensorflow.Event protobuf; the few fields needed are encoded by hand:
 //   Event   { double wall_time = 1; int64 step = 2; string file_version = 3; Summary summary = 5; }
 //   Summary { repeated Value value = 1; }
-//   Value   { string tag = 1; float simple_value = 2; }
+//   Value   { string tag = 1; float simple_value = 2; HistogramProto histo = 5; }
+//   HistogramProto { double min = 1; double max = 2; double num = 3; double sum = 4;
+//                    double sum_squares = 5; repeated double bucket_limit = 6 [packed];
+//                    repeated double bucket = 7 [packed]; }
+//   Event.session_log = 7: SessionLog { SessionStatus status = 1; }  (START = 1)
 // The first record carries file_version "brain.Event:2", as TensorFlow's writer does.
+//
+// Histograms: TensorBoard turns bucket i into the interval [bucket_limit[i-1], bucket_limit[i]]
+// with min as the first left edge and max as the last right edge; kbrl writes equal-width
+// buckets over [min, max] (a distribution of equal values becomes one bucket of width 1 around
+// them, which TensorBoard can draw).
+//
+// Restarts: with file_version 2 TensorBoard purges every event at or after the step of a
+// SessionLog START (written by write_session_start), so a resumed run that redoes steps shows
+// each step once.
 //
 // Thread-compatible (one writer per thread, or guard it); every write is flushed to disk.
 
@@ -42,7 +55,25 @@ std::string encode_file_version_event(double wall_time, std::string_view version
 std::string encode_scalars_event(double wall_time, int64_t step,
                                  const std::vector<std::pair<std::string, double>>& scalars);
 
-/// Appends scalar summaries to one event file.
+/// A histogram as TensorBoard's HistogramProto holds it.
+struct histogram {
+  double min = 0, max = 0, num = 0, sum = 0, sum_squares = 0;
+  std::vector<double> bucket_limit; ///< right edge of each bucket
+  std::vector<double> bucket;       ///< count of each bucket
+};
+
+/// `values` in `buckets` equal-width buckets over [min, max] (see above); empty values give an
+/// empty histogram (num 0, no buckets).
+histogram make_histogram(const std::vector<double>& values, size_t buckets = 30);
+
+/// An Event protobuf with wall_time, step and a Summary of histograms (tag, histo).
+std::string encode_histograms_event(double wall_time, int64_t step,
+                                    const std::vector<std::pair<std::string, histogram>>& histos);
+
+/// An Event protobuf with wall_time, step and SessionLog { status: START }.
+std::string encode_session_start_event(double wall_time, int64_t step);
+
+/// Appends summaries to one event file.
 class tfevents_writer {
 public:
   /// Creates `log_dir` if needed and a new event file in it, named
@@ -55,6 +86,14 @@ public:
   /// errc::io_failure naming the file.
   caf::expected<void> write_scalars(int64_t step,
                                     const std::vector<std::pair<std::string, double>>& scalars);
+
+  /// Writes one Event with every histogram at `step` and flushes.
+  caf::expected<void> write_histograms(int64_t step,
+                                       const std::vector<std::pair<std::string, histogram>>& h);
+
+  /// Writes a SessionLog START at `step`: TensorBoard drops what earlier files hold for `step`
+  /// and later (a resumed run redoing them).
+  caf::expected<void> write_session_start(int64_t step);
 
   /// The event file's path.
   const std::string& path() const { return path_; }

@@ -1,0 +1,406 @@
+#include "actors/rl_run.hpp"
+
+#include "runtime/io/text.hpp"
+
+#include <caf/all.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace kbrl {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr auto tick_interval = 500ms;
+constexpr auto wait_log_interval = 5s;
+constexpr auto check_timeout = 20s;       ///< a learner or sampler loading its model answers late
+constexpr auto checkpoint_timeout = 10min;
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+double metric(const std::vector<metric_record>& records, const std::string& name, double dflt = 0) {
+  for (auto& r : records)
+    if (r.name == name)
+      return r.value;
+  return dflt;
+}
+
+/// Ends the node (and with it this process) with `err`: kbrl-node exits 1 and logs why.
+void fail(rl_run_pointer self, caf::error err) {
+  auto& st = self->state;
+  st.stats.last_error = describe(err);
+  spdlog::error("the RL run cannot go on: {}", st.stats.last_error);
+  self->send_exit(st.node, std::move(err));
+  self->quit();
+}
+
+/// The actors of up nodes with this role.
+std::vector<actor_entry> actors_with_role(const membership_view& view, const std::string& role) {
+  std::vector<actor_entry> out;
+  for (auto& n : view.nodes)
+    if (n.state == node_state::up)
+      for (auto& a : n.info.actors)
+        if (a.role == role && a.handle)
+          out.push_back(a);
+  return out;
+}
+
+/// Asks a learner or sampler once whether it can work (it answers only after its model loaded).
+void check_worker(rl_run_pointer self, const std::string& name) {
+  auto& w = self->state.checked[name];
+  if (w.state != "unchecked")
+    return;
+  w.state = "checking";
+  self->request(caf::actor_cast<status_actor>(w.handle), check_timeout, status_atom::value)
+    .then(
+      [self, name](actor_status& status) {
+        auto it = self->state.checked.find(name);
+        if (it == self->state.checked.end())
+          return;
+        auto& w = it->second;
+        if (status.state == "failed") {
+          w.state = "failed";
+          w.error = status.last_error.empty() ? "failed" : status.last_error;
+          if (w.role == "learner")
+            return fail(self, make_error(errc::invalid_config,
+                                         "the learner " + name + " cannot train: " + w.error));
+          spdlog::error("sampler {} cannot generate: {}", name, w.error);
+          return;
+        }
+        w.state = "ready";
+        w.error.clear();
+      },
+      [self, name](caf::error&) {
+        auto it = self->state.checked.find(name);
+        if (it == self->state.checked.end())
+          return;
+        it->second.state = "unchecked"; // still loading its model, most likely: ask again
+        it->second.error = "loading its model";
+      });
+}
+
+/// The checked actors of `role` that are up and ready; starts checks for new ones.
+std::vector<actor_entry> ready(rl_run_pointer self, const std::string& role) {
+  auto& st = self->state;
+  std::vector<actor_entry> out;
+  for (auto& a : actors_with_role(st.view, role)) {
+    auto it = st.checked.find(a.name);
+    if (it == st.checked.end() || it->second.handle != a.handle) // new, or a new incarnation
+      it = st.checked
+             .insert_or_assign(a.name, rl_run_state::worker{role, a.handle, "unchecked", ""})
+             .first;
+    check_worker(self, a.name);
+    if (it->second.state == "ready")
+      out.push_back(a);
+  }
+  return out;
+}
+
+/// "a sampler (local/sampler.0 is loading its model)" and the like.
+std::string describe_missing(rl_run_pointer self, const std::string& role,
+                             const std::string& what) {
+  std::vector<std::string> notes;
+  for (auto& [name, w] : self->state.checked)
+    if (w.role == role && w.state != "ready" && !w.error.empty())
+      notes.push_back(name + (w.state == "failed" ? " failed: " : " is ") + w.error);
+  return notes.empty() ? what : what + " (" + join(notes, "; ") + ")";
+}
+
+void start_run(rl_run_pointer self, const actor_entry& learner,
+               const std::vector<actor_entry>& samplers, const std::vector<actor_entry>& evaluators,
+               const actor_entry& metrics) {
+  auto& st = self->state;
+  auto& in = *st.in;
+  st.learner = caf::actor_cast<learner_actor>(learner.handle);
+  st.metrics = caf::actor_cast<metrics_actor>(metrics.handle);
+  auto res = std::make_shared<episode_resources>();
+  std::vector<std::string> names, sampler_names, evaluator_names;
+  for (auto& s : samplers) {
+    res->samplers.push_back(caf::actor_cast<sampler_actor>(s.handle));
+    // Samplers on the learner's node are subscribed by their node; the learner ignores repeats.
+    self->send(st.learner, subscribe_atom::value, s.handle);
+    sampler_names.push_back(s.name);
+  }
+  for (auto& e : evaluators) {
+    res->evaluators.push_back(caf::actor_cast<evaluator_supervisor_actor>(e.handle));
+    evaluator_names.push_back(e.name);
+  }
+  names = sampler_names;
+  names.insert(names.end(), evaluator_names.begin(), evaluator_names.end());
+  auto retrievers = actors_with_role(st.view, "retriever");
+  if (!retrievers.empty()) {
+    res->retriever = caf::actor_cast<retriever_actor>(retrievers.front().handle);
+    res->retrieval_k = in.settings.retrieval_k;
+    res->retrieval_token_budget = in.settings.retrieval_token_budget;
+  }
+  res->tokenizer = in.tokenizer;
+  res->chat = in.chat;
+  st.board->set(res->samplers, res->evaluators);
+  st.board_names = join(names);
+
+  auto settings = in.settings.coordinator;
+  settings.workers = st.board;
+  actor_stats stats;
+  stats.name = st.stats.name;
+  stats.node = st.stats.node;
+  stats.role = "coordinator";
+  spdlog::info("the RL run starts after {} of waiting: learner {}, metrics {}, sampler(s) {}, "
+               "evaluator supervisor(s) {}, {} training and {} held-out problems{}",
+               human_duration(seconds_since(st.waiting_since)), learner.name, metrics.name,
+               join(sampler_names), join(evaluator_names), in.train.size(), in.eval.size(),
+               retrievers.empty() ? "" : ", retrieval from " + retrievers.front().name);
+  st.phase = "running";
+  st.run_started = st.last_step_at = std::chrono::steady_clock::now();
+  st.coordinator = self->spawn(coordinator, stats, std::move(settings), std::move(res),
+                               st.learner, caf::actor_cast<metrics_actor>(self), in.train,
+                               in.eval);
+  self->monitor(st.coordinator);
+}
+
+/// Waiting: starts the run once everything is there, else notes what is missing.
+void try_start(rl_run_pointer self) {
+  auto& st = self->state;
+  if (st.phase != "waiting")
+    return;
+  auto learners = ready(self, "learner");
+  auto samplers = ready(self, "sampler");
+  auto evaluators = actors_with_role(st.view, "evaluator-supervisor");
+  auto metrics = actors_with_role(st.view, "metrics");
+  std::vector<std::string> missing;
+  if (learners.empty())
+    missing.push_back(describe_missing(self, "learner", "a learner"));
+  if (samplers.empty())
+    missing.push_back(describe_missing(self, "sampler", "a sampler"));
+  if (evaluators.empty())
+    missing.push_back("an evaluator");
+  if (metrics.empty())
+    missing.push_back("the metrics sink (it runs beside the learner)");
+  st.missing = join(missing, ", ");
+  if (missing.empty())
+    start_run(self, learners.front(), samplers, evaluators, metrics.front());
+}
+
+/// Running: samplers and evaluators that joined or left go on the board for the next step.
+void update_board(rl_run_pointer self) {
+  auto& st = self->state;
+  auto samplers = ready(self, "sampler");
+  auto evaluators = actors_with_role(st.view, "evaluator-supervisor");
+  if (samplers.empty() || evaluators.empty())
+    return; // episodes keep the last lists (and retry on them) rather than none
+  std::vector<std::string> names;
+  std::vector<sampler_actor> s;
+  std::vector<evaluator_supervisor_actor> e;
+  for (auto& a : samplers) {
+    names.push_back(a.name);
+    s.push_back(caf::actor_cast<sampler_actor>(a.handle));
+  }
+  for (auto& a : evaluators) {
+    names.push_back(a.name);
+    e.push_back(caf::actor_cast<evaluator_supervisor_actor>(a.handle));
+  }
+  auto key = join(names);
+  if (key == st.board_names)
+    return;
+  spdlog::info("the next steps use {} sampler(s) and {} evaluator supervisor(s): {}", s.size(),
+               e.size(), key);
+  for (auto& a : samplers)
+    self->send(st.learner, subscribe_atom::value, a.handle);
+  st.board->set(std::move(s), std::move(e));
+  st.board_names = std::move(key);
+}
+
+/// The learner writes its final state unless its newest checkpoint already is it; then the
+/// node stops.
+void finish(rl_run_pointer self) {
+  auto& st = self->state;
+  st.phase = "finishing";
+  auto stop_node = [self] {
+    spdlog::info("the RL run is done; stopping the node");
+    self->send(self->state.node, stop_atom::value);
+  };
+  self->request(caf::actor_cast<status_actor>(st.learner), check_timeout, status_atom::value)
+    .then(
+      [self, stop_node](actor_status& status) {
+        std::string step = "0", last = "none";
+        for (auto& d : status.details) {
+          if (d.key == "step")
+            step = d.value;
+          if (d.key == "last checkpoint")
+            last = d.value;
+        }
+        auto expected = fmt::format("step-{:06d}", std::atoll(step.c_str()));
+        if (last.size() >= expected.size()
+            && last.compare(last.size() - expected.size(), expected.size(), expected) == 0) {
+          spdlog::info("the learner's newest checkpoint holds its final state: {}", last);
+          return stop_node();
+        }
+        self
+          ->request(caf::actor_cast<status_actor>(self->state.learner), checkpoint_timeout,
+                    control_atom::value, std::string("checkpoint"), std::vector<std::string>{})
+          .then(
+            [stop_node](std::string& said) {
+              spdlog::info("learner: {}", said);
+              stop_node();
+            },
+            [self, stop_node](caf::error& err) {
+              spdlog::error("the learner could not write its final checkpoint: {}",
+                            self->system().render(err));
+              stop_node();
+            });
+      },
+      [self, stop_node](caf::error& err) {
+        spdlog::error("the learner did not answer before its final checkpoint: {}",
+                      self->system().render(err));
+        stop_node();
+      });
+}
+
+} // namespace
+
+std::string human_duration(double seconds) {
+  auto s = static_cast<int64_t>(std::llround(std::max(0.0, seconds)));
+  if (s < 60)
+    return fmt::format("{} s", s);
+  if (s < 3600)
+    return fmt::format("{} min {} s", s / 60, s % 60);
+  return fmt::format("{} h {} min", s / 3600, (s % 3600) / 60);
+}
+
+std::string progress_line(const std::vector<metric_record>& m, uint64_t step, uint64_t steps,
+                          double step_seconds, double mean_step_seconds) {
+  double episodes = metric(m, "episodes"), tokens = metric(m, "tokens");
+  auto line = fmt::format(
+    "step {}{}: mean reward {:.3f} (best {:.3f}), {:.0f}% correct, {:.0f}% compiled, "
+    "{:.0f}% well-formed; {:.0f} episodes, {} for the step ({:.1f} episodes/min, {:.0f} "
+    "tokens/s)",
+    step, steps > 0 ? "/" + std::to_string(steps) : "", metric(m, "reward/mean"),
+    metric(m, "reward/max"), 100 * metric(m, "rate/correct"), 100 * metric(m, "rate/compiled"),
+    100 * metric(m, "rate/format"), episodes, human_duration(step_seconds),
+    step_seconds > 0 ? 60 * episodes / step_seconds : 0.0,
+    step_seconds > 0 ? tokens / step_seconds : 0.0);
+  double dropped = metric(m, "groups/dropped_flat", -1);
+  if (dropped > 0)
+    line += fmt::format("; {:.0f} group(s) with equal rewards not trained on", dropped);
+  if (steps > step)
+    line += "; about " + human_duration(mean_step_seconds * static_cast<double>(steps - step))
+            + " left";
+  return line;
+}
+
+rl_run_actor::behavior_type rl_run(rl_run_pointer self, actor_stats stats,
+                                   std::shared_ptr<const rl_run_inputs> inputs, node_actor node,
+                                   membership_actor membership) {
+  auto& st = self->state;
+  st.stats = std::move(stats);
+  st.in = std::move(inputs);
+  st.node = std::move(node);
+  st.membership = std::move(membership);
+  // The coordinator ends with this actor (it is not linked: its death is reported, not shared).
+  self->attach_functor([self](const caf::error&) {
+    if (self->state.coordinator)
+      caf::anon_send_exit(self->state.coordinator, caf::exit_reason::user_shutdown);
+  });
+  self->set_down_handler([self](const caf::down_msg& msg) {
+    auto& st = self->state;
+    if (st.coordinator && msg.source == st.coordinator.address() && st.phase != "finishing")
+      fail(self, make_error(errc::internal, "the coordinator stopped: "
+                                              + self->system().render(msg.reason)));
+  });
+  spdlog::info("RL run: {} steps of {} problems x {} samples, {} mode; {} training and {} "
+               "held-out problems from {}; waiting for a learner, samplers and evaluators",
+               st.in->settings.coordinator.steps, st.in->settings.coordinator.problems_per_step,
+               st.in->settings.coordinator.group_size, st.in->settings.mode, st.in->train.size(),
+               st.in->eval.size(), st.in->settings.problems.root);
+  self->send(st.membership, subscribe_atom::value, caf::actor_cast<caf::actor>(self));
+  self->request(st.membership, check_timeout, membership_atom::value)
+    .then([self](membership_view& view) { self->send(self, std::move(view)); },
+          [](caf::error&) {}); // the subscription delivers the next view anyway
+  self->delayed_send(self, tick_interval, tick_atom::value);
+
+  return {
+    [self](status_atom) -> caf::result<actor_status> {
+      auto& st = self->state;
+      st.stats.count();
+      if (st.coordinator && st.phase == "running")
+        return self->delegate(st.coordinator, status_atom::value);
+      return st.stats.snapshot(
+        st.phase, self->mailbox().size(),
+        {{"waiting for", st.missing.empty() ? "nothing" : st.missing},
+         {"waiting", human_duration(seconds_since(st.waiting_since))},
+         {"problems", std::to_string(st.in->train.size()) + " training, "
+                        + std::to_string(st.in->eval.size()) + " held out"}});
+    },
+    [self](control_atom, const std::string& verb,
+           const std::vector<std::string>& args) -> caf::result<std::string> {
+      auto& st = self->state;
+      st.stats.count();
+      if (st.coordinator && st.phase == "running")
+        return self->delegate(st.coordinator, control_atom::value, verb, args);
+      return make_error(errc::not_supported, st.stats.name + " is " + st.phase
+                                               + (st.missing.empty() ? "" : " for " + st.missing)
+                                               + "; '" + verb + "' works once the run is going");
+    },
+    [self](metrics_atom, std::vector<metric_record>& batch) {
+      auto& st = self->state;
+      // A training step's summary holds reward/mean (held-out ones are named eval/...).
+      auto summary = std::find_if(batch.begin(), batch.end(),
+                                  [](const metric_record& r) { return r.name == "reward/mean"; });
+      if (summary != batch.end()) {
+        uint64_t step = summary->step;
+        auto now = std::chrono::steady_clock::now();
+        double took = std::chrono::duration<double>(now - st.last_step_at).count();
+        st.last_step_at = now;
+        ++st.steps_reported;
+        double mean = seconds_since(st.run_started) / static_cast<double>(st.steps_reported);
+        spdlog::info("{}", progress_line(batch, step, st.in->settings.coordinator.steps, took,
+                                         mean));
+      }
+      if (st.metrics)
+        self->send(st.metrics, metrics_atom::value, std::move(batch));
+    },
+    [self](membership_view& view) {
+      auto& st = self->state;
+      if (view.revision < st.view.revision)
+        return; // an older answer overtaken by a notification
+      st.view = std::move(view);
+      if (st.phase == "waiting")
+        try_start(self);
+      else if (st.phase == "running")
+        update_board(self);
+    },
+    [self](tick_atom) {
+      auto& st = self->state;
+      self->delayed_send(self, tick_interval, tick_atom::value);
+      if (st.phase == "waiting") {
+        try_start(self); // checks that answered since the last view
+        if (st.phase == "waiting"
+            && std::chrono::steady_clock::now() - st.last_wait_log >= wait_log_interval) {
+          st.last_wait_log = std::chrono::steady_clock::now();
+          spdlog::info("the RL run waits for {} ({} so far)", st.missing,
+                       human_duration(seconds_since(st.waiting_since)));
+        }
+        return;
+      }
+      if (st.phase != "running" || st.status_pending)
+        return;
+      update_board(self); // samplers that finished loading since the last view
+      st.status_pending = true;
+      self->request(st.coordinator, check_timeout, status_atom::value)
+        .then(
+          [self](actor_status& status) {
+            self->state.status_pending = false;
+            if (status.state == "finished" && self->state.phase == "running")
+              finish(self);
+          },
+          [self](caf::error&) { self->state.status_pending = false; });
+    },
+  };
+}
+
+} // namespace kbrl

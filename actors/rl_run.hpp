@@ -1,0 +1,89 @@
+#pragma once
+// The RL run on the coordinator node (rl.enabled): it turns a cluster into a training run and
+// ends the process when the run is done. To the rest of the cluster it is "<node>/coordinator".
+//
+//   [waiting] --the membership lists a learner that loaded its model, a sampler that did, an
+//      |        evaluator supervisor and the metrics sink (on any node)-->
+//      |        logs what is still missing every few seconds
+//      v
+//   [running] coordinator spawned with those actors; samplers are subscribed to the learner.
+//      |      Samplers and evaluators that join (or leave) later go on the worker board, which
+//      |      the coordinator reads at the start of each step. Every metrics batch passes
+//      |      through here on its way to the sink: a progress line per step.
+//      |  coordinator's phase "finished"
+//      v
+//   [finishing] the learner writes a checkpoint of its final state (unless it has one) -->
+//               the node is told to stop --> kbrl-node exits 0 with a summary
+//
+//   waiting/running --the learner cannot train (no model...), the coordinator dies--> the node
+//                     is ended with that error: kbrl-node exits 1
+//
+// Status and control verbs are answered by the coordinator once it runs (pause, resume, ...);
+// before that the status says what the run waits for.
+
+#include "actors/actor_stats.hpp"
+#include "actors/coordinator.hpp"
+#include "messages/type_ids.hpp"
+#include "runtime/node/rl_settings.hpp"
+
+#include <caf/typed_event_based_actor.hpp>
+
+#include <chrono>
+#include <map>
+#include <memory>
+
+namespace kbrl {
+
+struct rl_run_state {
+  static inline const char* name = "rl-run";
+
+  /// A learner or sampler found in the membership, and whether it can work.
+  struct worker {
+    std::string role;
+    caf::actor handle;
+    std::string state = "unchecked"; ///< unchecked, checking, ready, failed
+    std::string error;               ///< why it failed, or "loading" while it does not answer
+  };
+
+  actor_stats stats;
+  std::shared_ptr<const rl_run_inputs> in;
+  node_actor node;
+  membership_actor membership;
+  std::string phase = "waiting";    ///< waiting, running, finishing
+  membership_view view;
+  std::map<std::string, worker> checked; ///< learners and samplers by name
+  std::string missing;              ///< what the run still waits for, for logs and status
+  std::chrono::steady_clock::time_point waiting_since = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point last_wait_log{};
+
+  learner_actor learner;
+  metrics_actor metrics;
+  coordinator_actor coordinator;
+  std::shared_ptr<worker_board> board = std::make_shared<worker_board>();
+  std::string board_names;          ///< the workers last put on the board, to see changes
+  bool status_pending = false;
+
+  // progress
+  std::chrono::steady_clock::time_point run_started, last_step_at;
+  uint64_t steps_reported = 0;      ///< steps whose progress line was printed by this process
+};
+
+using rl_run_pointer = rl_run_actor::stateful_pointer<rl_run_state>;
+
+/// Spawn with sys.spawn(rl_run, stats, inputs, node, membership) on the coordinator node, after
+/// the run directory is ready (resume prepared). Its name in stats should be
+/// "<node>/coordinator".
+rl_run_actor::behavior_type rl_run(rl_run_pointer self, actor_stats stats,
+                                   std::shared_ptr<const rl_run_inputs> inputs, node_actor node,
+                                   membership_actor membership);
+
+/// The progress line of one step from its metrics ("step 2/10: mean reward 0.125, ...").
+/// `step_seconds` is how long the step took, `mean_step_seconds` the mean over this process's
+/// steps (for the time left); `steps` 0 means no end.
+std::string progress_line(const std::vector<metric_record>& step_metrics, uint64_t step,
+                          uint64_t steps, double step_seconds, double mean_step_seconds);
+
+/// "45 s", "5 min 30 s", "2 h 5 min".
+std::string human_duration(double seconds);
+
+} // namespace kbrl

@@ -1,0 +1,61 @@
+#pragma once
+// Reading back what an RL run leaves in its run directory, for the rl_run and rl_process suites.
+
+#include "cluster_fixture.hpp"
+
+#include <simdjson.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace kbrl::test {
+
+inline bool contains(const std::string& text, const std::string& what) {
+  return text.find(what) != std::string::npos;
+}
+
+/// step -> how many lines of `path` name `metric` at that step (metrics.jsonl).
+inline std::map<uint64_t, int> steps_of(const std::string& path, const std::string& metric) {
+  std::map<uint64_t, int> out;
+  std::istringstream in(read_file(path));
+  simdjson::dom::parser parser;
+  for (std::string line; std::getline(in, line);) {
+    simdjson::dom::element doc;
+    std::string_view name;
+    uint64_t step = 0;
+    if (!parser.parse(line).get(doc) && !doc["name"].get(name) && name == metric
+        && !doc["step"].get(step))
+      ++out[step];
+  }
+  return out;
+}
+
+/// step -> trajectories in traces.jsonl.
+inline std::map<uint64_t, int> trace_steps(const std::string& path) {
+  std::map<uint64_t, int> out;
+  std::istringstream in(read_file(path));
+  simdjson::dom::parser parser;
+  for (std::string line; std::getline(in, line);) {
+    simdjson::dom::element doc;
+    uint64_t step = 0;
+    if (!parser.parse(line).get(doc) && !doc["step"].get(step))
+      ++out[step];
+  }
+  return out;
+}
+
+inline std::vector<std::string> event_files(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (auto& e : std::filesystem::directory_iterator(dir, ec))
+    if (e.path().filename().string().rfind("events.out.tfevents.", 0) == 0)
+      out.push_back(e.path().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+} // namespace kbrl::test

@@ -55,6 +55,14 @@ step_tensorboard() {
     python3 test/data/evalcli/read_with_tensorboard.py /tmp/kbrl-tb
 }
 
+# TensorBoard reads an RL run's events: scalars, histograms, and a resumed run's restart marker.
+step_rltensorboard() {
+  rm -rf /tmp/kbrl-rl-run
+  KBRL_KEEP_RL_RUN=/tmp/kbrl-rl-run "$tests" --run_test=rl_process/a_short_run_trains_then_resumes_for_exactly_one_more_step \
+    --log_level=message &&
+    python3 test/data/rl/read_with_tensorboard.py /tmp/kbrl-rl-run/tensorboard
+}
+
 for s in $steps; do
   echo "== $s"
   start=$(date +%s)

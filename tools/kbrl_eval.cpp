@@ -21,6 +21,7 @@
 // or the evaluator (the message says which), 130 interrupted (re-run to continue).
 
 #include "runtime/config/settings.hpp"
+#include "runtime/episode/prompt_config.hpp"
 #include "runtime/evalcli/eval_options.hpp"
 #include "runtime/evalcli/eval_session.hpp"
 #include "runtime/evalcli/evaluator_setup.hpp"
@@ -107,6 +108,11 @@ int main(int argc, char** argv) {
                  "Samples per problem (--generations: default the most any problem has)")
     ->check(CLI::Range(1, 100000));
   auto* turns_opt =
+    app.add_option("--prompt-style", o.prompt_style,
+                   "Single-turn prompts: kernelbench (KernelBench's prompt, the default) or "
+                   "episode (the RL loop's first prompt with the [prompt] keys of --config: "
+                   "what a policy trained by kbrl, e.g. the quickstart's, was trained on)")
+      ->check(CLI::IsMember({"kernelbench", "episode"}));
     app.add_option("--turns", o.turns,
                    "Turns per sample. --model: T > 1 runs episodes as training does (each turn "
                    "prompted with the earlier answers and the evaluator's feedback; metrics per "
@@ -227,6 +233,23 @@ int main(int argc, char** argv) {
     ctx->generation_limit = std::max<size_t>(1, settings.queue_capacity);
     if (auto err = evalcli::setup_prompts(o, settings, ctx->prompts, info))
       return fail(err);
+    // Episode prompts (every turn > 1, and single turns with --prompt-style episode) follow
+    // the run config's [prompt] keys, as training episodes do.
+    auto episode_prompts = episode::prompt_settings_from(*run);
+    if (!episode_prompts)
+      return fail(episode_prompts.error());
+    ctx->prompts.episode = std::move(*episode_prompts);
+    ctx->prompts.episode_style = o.prompt_style == "episode";
+    if (ctx->prompts.episode_style && o.turns == 1) {
+      if (!ctx->prompts.chat)
+        return fail(make_error(errc::invalid_argument,
+                               "--prompt-style episode needs a chat format (not --chat-format "
+                               "none)"));
+      const std::string kernelbench = "single-turn KernelBench-style prompt";
+      if (auto at = info.prompt.find(kernelbench); at != std::string::npos)
+        info.prompt.replace(at, kernelbench.size(),
+                            "single-turn, the RL loop's first prompt ([prompt] keys of --config)");
+    }
     session.sampler = std::move(settings);
     session.adapter_dir = info.adapter;
   }

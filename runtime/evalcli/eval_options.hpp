@@ -17,6 +17,7 @@ struct eval_options {
   std::string levels;      ///< --levels "1,2"
   std::string problems;    ///< --problems "1-20,25"; "" = all
   int32_t samples = 0;     ///< 0: --generations takes it from the folder, --model uses 1
+  std::string prompt_style = "kernelbench"; ///< single-turn prompts: kernelbench or episode
   int32_t turns = 1;       ///< turns per sample; > 1 with --model runs multi-turn episodes
   bool turns_given = false;
   std::string backend = "cuda", precision = "fp32";

@@ -22,6 +22,9 @@ uint64_t seed_for(uint64_t base, const std::string& label) {
 } // namespace
 
 generation_request prompt_maker::make(const problem& p, int32_t sample, uint64_t id) const {
+  if (episode_style && chat)
+    if (auto first = make_turn(p, sample, {}, id))
+      return *first;
   generation_request req;
   req.id = id;
   auto user = eval::single_turn_prompt(p);

@@ -37,7 +37,10 @@ struct prompt_maker {
   bool send_text = false;                  ///< remote: send prompt_text too
   sampling_params params;
   uint64_t seed = 0;
-  episode::prompt_settings episode;        ///< multi-turn prompts (the RL loop's defaults)
+  episode::prompt_settings episode;        ///< the RL loop's prompts ([prompt] keys of --config)
+  /// Single-turn samples get the RL loop's first prompt (system prompt, `episode` settings)
+  /// instead of KernelBench's: what a policy trained by kbrl was trained on.
+  bool episode_style = false;
 
   /// The single-turn request for sample `sample` of `p`.
   generation_request make(const problem& p, int32_t sample, uint64_t id) const;

@@ -22,6 +22,8 @@ uint64_t seed_for(uint64_t base, const std::string& label) {
 } // namespace
 
 generation_request prompt_maker::make(const problem& p, int32_t sample, uint64_t id) const {
+  // Episode style: the conversation of a first turn. Only a conversation that cannot be
+  // rendered (invalid UTF-8 in the problem file) falls through to the KernelBench prompt.
   if (episode_style && chat)
     if (auto first = make_turn(p, sample, {}, id))
       return *first;

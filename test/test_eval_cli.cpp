@@ -17,6 +17,7 @@
 //   - where a GPU is present, a CUDA load_inline kernel scored with --backend cuda --gpu 0.
 
 #include "cluster_fixture.hpp"
+#include "helper_process.hpp"
 #include "model_fixture.hpp"
 #include "runtime/model/lora_adapter.hpp"
 #include "runtime/model/random_checkpoint.hpp"
@@ -29,10 +30,8 @@
 #include <boost/test/unit_test.hpp>
 #include <curl/curl.h>
 
-#include <fcntl.h>
 #include <filesystem>
 #include <map>
-#include <sys/prctl.h>
 #include <thread>
 
 using namespace kbrl;
@@ -101,33 +100,10 @@ std::string tiny_model(const test::temp_dir& dir) {
 /// the control port. It exits when its stdin (a pipe held here) closes.
 class openai_server {
 public:
-  openai_server() {
-    std::vector<std::string> args{"/usr/bin/python3",
-                                  std::string(KBRL_TEST_DATA) + "/remote/fake_openai_server.py",
-                                  "--model", "fake-coder"};
-    int in[2], out[2];
-    BOOST_REQUIRE(::pipe2(in, O_CLOEXEC) == 0 && ::pipe2(out, O_CLOEXEC) == 0);
-    pid_ = ::fork();
-    BOOST_REQUIRE(pid_ >= 0);
-    if (pid_ == 0) {
-      ::dup2(in[0], 0);
-      ::dup2(out[1], 1);
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      std::vector<char*> argv;
-      for (auto& a : args)
-        argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
-    ::close(in[0]);
-    ::close(out[1]);
-    stdin_ = in[1];
-    std::string line;
-    char c;
-    while (::read(out[0], &c, 1) == 1 && c != '\n')
-      line += c;
-    ::close(out[0]);
+  openai_server()
+    : process_({"/usr/bin/python3", std::string(KBRL_TEST_DATA) + "/remote/fake_openai_server.py",
+                "--model", "fake-coder"}) {
+    const auto& line = process_.first_line();
     simdjson::dom::parser parser;
     simdjson::dom::element doc;
     BOOST_REQUIRE_MESSAGE(!parser.parse(line).get(doc), "the fake server said: " << line);
@@ -135,11 +111,6 @@ public:
     BOOST_REQUIRE(!doc["port"].get(port) && !doc["control_port"].get(control));
     port_ = static_cast<int>(port);
     control_port_ = static_cast<int>(control);
-  }
-  ~openai_server() {
-    ::close(stdin_);
-    ::kill(pid_, SIGTERM);
-    ::waitpid(pid_, nullptr, 0);
   }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
 
@@ -175,8 +146,7 @@ public:
   }
 
 private:
-  pid_t pid_ = -1;
-  int stdin_ = -1;
+  test::helper_process process_;
   int port_ = 0, control_port_ = 0;
 };
 

@@ -18,6 +18,7 @@
 //     checkpoint step read from checkpoints.jsonl, where TensorBoard events go.
 
 #include "cluster_fixture.hpp"
+#include "helper_process.hpp"
 #include "model_fixture.hpp"
 #include "runtime/model/random_checkpoint.hpp"
 #include "runtime/eval/eval_engine.hpp"
@@ -33,12 +34,11 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
-#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <simdjson.h>
-#include <sys/prctl.h>
 #include <thread>
 
 using namespace kbrl;
@@ -102,44 +102,16 @@ public:
     }
     json += "}";
     auto script_path = dir.write("script.json", json);
-    std::vector<std::string> args{"/usr/bin/python3",
-                                  std::string(KBRL_TEST_DATA)
-                                    + "/evalturns/scripted_openai_server.py",
-                                  "--script", script_path, "--log", log_};
-    int in[2], out[2];
-    BOOST_REQUIRE(::pipe2(in, O_CLOEXEC) == 0 && ::pipe2(out, O_CLOEXEC) == 0);
-    pid_ = ::fork();
-    BOOST_REQUIRE(pid_ >= 0);
-    if (pid_ == 0) {
-      ::dup2(in[0], 0);
-      ::dup2(out[1], 1);
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      std::vector<char*> argv;
-      for (auto& a : args)
-        argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
-    ::close(in[0]);
-    ::close(out[1]);
-    stdin_ = in[1];
-    std::string line;
-    char c;
-    while (::read(out[0], &c, 1) == 1 && c != '\n')
-      line += c;
-    ::close(out[0]);
+    process_ = std::make_unique<test::helper_process>(std::vector<std::string>{
+      "/usr/bin/python3", std::string(KBRL_TEST_DATA) + "/evalturns/scripted_openai_server.py",
+      "--script", script_path, "--log", log_});
+    const auto& line = process_->first_line();
     simdjson::dom::parser parser;
     simdjson::dom::element doc;
     int64_t port = 0;
     BOOST_REQUIRE_MESSAGE(!parser.parse(line).get(doc) && !doc["port"].get(port),
                           "the scripted server said: " << line);
     port_ = static_cast<int>(port);
-  }
-  ~scripted_server() {
-    ::close(stdin_);
-    ::kill(pid_, SIGTERM);
-    ::waitpid(pid_, nullptr, 0);
   }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
 
@@ -170,8 +142,7 @@ public:
 
 private:
   std::string log_;
-  pid_t pid_ = -1;
-  int stdin_ = -1;
+  std::unique_ptr<test::helper_process> process_; // started once the script is written
   int port_ = 0;
 };
 

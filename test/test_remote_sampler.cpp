@@ -12,6 +12,7 @@
 #include "runtime/remote/remote_sampler.hpp"
 #include "runtime/remote/retry_policy.hpp"
 #include "messages/errors.hpp"
+#include "helper_process.hpp"
 #include "test_support.hpp"
 
 #include <curl/curl.h>
@@ -31,12 +32,9 @@
 #include <mutex>
 #include <netinet/in.h>
 #include <numeric>
-#include <poll.h>
 #include <signal.h>
 #include <sstream>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 
@@ -186,43 +184,13 @@ std::string http_call(const std::string& method, const std::string& url,
 
 class fake_server {
 public:
-  explicit fake_server(std::vector<std::string> flags = {}) {
-    std::vector<std::string> args = {"/usr/bin/python3", data_dir + "/fake_openai_server.py"};
-    args.insert(args.end(), flags.begin(), flags.end());
-    std::vector<char*> argv;
-    for (auto& a : args)
-      argv.push_back(a.data());
-    argv.push_back(nullptr);
-    int in[2], out[2];
-    BOOST_REQUIRE(::pipe2(in, O_CLOEXEC) == 0 && ::pipe2(out, O_CLOEXEC) == 0);
-    pid_ = ::fork();
-    BOOST_REQUIRE(pid_ >= 0);
-    if (pid_ == 0) {
-      ::dup2(in[0], 0);
-      ::dup2(out[1], 1);
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
-    ::close(in[0]);
-    ::close(out[1]);
-    stdin_ = in[1];
-    const std::string line = read_line(out[0], 10s);
-    ::close(out[0]);
+  explicit fake_server(std::vector<std::string> flags = {}) : process_(command(flags)) {
+    const auto& line = process_.first_line();
+    BOOST_REQUIRE_MESSAGE(!line.empty(),
+                          "the fake server did not report its ports within 10 s (or exited)");
     json_doc doc{line};
     port_ = doc.integer("port");
     control_port_ = doc.integer("control_port");
-  }
-
-  ~fake_server() {
-    ::close(stdin_); // the server exits when its stdin closes
-    for (int i = 0; i < 200; ++i) {
-      if (::waitpid(pid_, nullptr, WNOHANG) == pid_)
-        return;
-      std::this_thread::sleep_for(10ms);
-    }
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
   }
 
   std::string base_url() const { return "http://127.0.0.1:" + std::to_string(port_); }
@@ -258,25 +226,13 @@ public:
   }
 
 private:
-  static std::string read_line(int fd, std::chrono::milliseconds deadline) {
-    std::string line;
-    const auto start = std::chrono::steady_clock::now();
-    while (line.find('\n') == std::string::npos) {
-      const auto left = deadline - (std::chrono::steady_clock::now() - start);
-      BOOST_REQUIRE_MESSAGE(left > 0ms, "the fake server did not report its ports");
-      pollfd p{fd, POLLIN, 0};
-      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(left).count();
-      ::poll(&p, 1, static_cast<int>(ms));
-      char buf[256];
-      const ssize_t n = ::read(fd, buf, sizeof buf);
-      BOOST_REQUIRE_MESSAGE(n > 0, "the fake server exited before reporting its ports");
-      line.append(buf, static_cast<size_t>(n));
-    }
-    return line.substr(0, line.find('\n'));
+  static std::vector<std::string> command(const std::vector<std::string>& flags) {
+    std::vector<std::string> args = {"/usr/bin/python3", data_dir + "/fake_openai_server.py"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    return args;
   }
 
-  pid_t pid_ = -1;
-  int stdin_ = -1;
+  test::helper_process process_;
   int64_t port_ = 0;
   int64_t control_port_ = 0;
 };

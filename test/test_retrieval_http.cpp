@@ -7,6 +7,7 @@
 #include "runtime/retrieval/http_embedder.hpp"
 #include "runtime/retrieval/index_store.hpp"
 #include "runtime/retrieval/retriever.hpp"
+#include "helper_process.hpp"
 #include "test_support.hpp"
 
 #include <curl/curl.h>
@@ -17,11 +18,8 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -45,47 +43,11 @@ bool contains(const std::string& text, const std::string& part) {
 /// The fake server as a child process; its port is read from its first stdout line.
 class fake_embedding_server {
 public:
-  explicit fake_embedding_server(std::vector<std::string> flags = {}) {
-    std::vector<std::string> args = {"/usr/bin/python3", data_dir + "/fake_embedding_server.py"};
-    args.insert(args.end(), flags.begin(), flags.end());
-    std::vector<char*> argv;
-    for (auto& a : args)
-      argv.push_back(a.data());
-    argv.push_back(nullptr);
-    int in[2], out[2];
-    BOOST_REQUIRE(::pipe2(in, O_CLOEXEC) == 0 && ::pipe2(out, O_CLOEXEC) == 0);
-    pid_ = ::fork();
-    BOOST_REQUIRE(pid_ >= 0);
-    if (pid_ == 0) {
-      ::dup2(in[0], 0);
-      ::dup2(out[1], 1);
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
-    ::close(in[0]);
-    ::close(out[1]);
-    stdin_ = in[1];
-    std::string line;
-    char c;
-    pollfd p{out[0], POLLIN, 0};
-    while (::poll(&p, 1, 10000) > 0 && ::read(out[0], &c, 1) == 1 && c != '\n')
-      line += c;
-    ::close(out[0]);
+  explicit fake_embedding_server(std::vector<std::string> flags = {}) : process_(command(flags)) {
+    const auto& line = process_.first_line();
     const auto at = line.find("\"port\":");
     port_ = at == std::string::npos ? 0 : std::atoi(line.c_str() + at + 7);
     BOOST_REQUIRE_MESSAGE(port_ > 0, "the fake server said: " << line);
-  }
-
-  ~fake_embedding_server() {
-    ::close(stdin_); // it exits when its stdin closes
-    for (int i = 0; i < 200; ++i) {
-      if (::waitpid(pid_, nullptr, WNOHANG) == pid_)
-        return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
   }
 
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
@@ -135,8 +97,13 @@ public:
   }
 
 private:
-  pid_t pid_ = -1;
-  int stdin_ = -1;
+  static std::vector<std::string> command(const std::vector<std::string>& flags) {
+    std::vector<std::string> args = {"/usr/bin/python3", data_dir + "/fake_embedding_server.py"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    return args;
+  }
+
+  test::helper_process process_;
   int port_ = 0;
 };
 

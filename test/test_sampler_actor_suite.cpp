@@ -9,6 +9,7 @@
 #include "model_fixture.hpp"
 #include "runtime/model/generation_engine.hpp"
 #include "runtime/model/lora_adapter.hpp"
+#include "helper_process.hpp"
 #include "test_support.hpp"
 
 #include <caf/all.hpp>
@@ -17,10 +18,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -37,36 +35,12 @@ namespace {
 /// The fake OpenAI server as a child process; its ports are read from its first stdout line.
 class fake_openai_server {
 public:
-  fake_openai_server() {
-    std::string script = std::string(KBRL_TEST_DATA) + "/remote/fake_openai_server.py";
-    int in[2], out[2];
-    BOOST_REQUIRE(::pipe2(in, O_CLOEXEC) == 0 && ::pipe2(out, O_CLOEXEC) == 0);
-    pid_ = ::fork();
-    BOOST_REQUIRE(pid_ >= 0);
-    if (pid_ == 0) {
-      ::dup2(in[0], 0);
-      ::dup2(out[1], 1);
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      ::execl("/usr/bin/python3", "/usr/bin/python3", script.c_str(), nullptr);
-      ::_exit(127);
-    }
-    ::close(in[0]);
-    ::close(out[1]);
-    stdin_ = in[1];
-    std::string line;
-    char c;
-    pollfd p{out[0], POLLIN, 0};
-    while (::poll(&p, 1, 10000) > 0 && ::read(out[0], &c, 1) == 1 && c != '\n')
-      line += c;
-    ::close(out[0]);
+  fake_openai_server()
+    : process_({"/usr/bin/python3", std::string(KBRL_TEST_DATA) + "/remote/fake_openai_server.py"}) {
+    const auto& line = process_.first_line();
     port_ = number_after(line, "\"port\":");
     control_port_ = number_after(line, "\"control_port\":");
     BOOST_REQUIRE_MESSAGE(port_ > 0 && control_port_ > 0, "fake server said: " << line);
-  }
-  ~fake_openai_server() {
-    ::close(stdin_); // it exits when its stdin closes
-    ::kill(pid_, SIGTERM);
-    ::waitpid(pid_, nullptr, 0);
   }
 
   std::string base_url() const { return "http://127.0.0.1:" + std::to_string(port_); }
@@ -88,8 +62,7 @@ private:
     auto at = text.find(key);
     return at == std::string::npos ? 0 : std::atoi(text.c_str() + at + key.size());
   }
-  pid_t pid_ = -1;
-  int stdin_ = -1;
+  test::helper_process process_;
   int port_ = 0, control_port_ = 0;
 };
 

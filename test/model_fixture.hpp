@@ -3,6 +3,7 @@
 // checkpoints loaded as transformers, a byte tokenizer that decodes the tiny vocabulary, and
 // tensor comparisons that say where they differ.
 
+#include "messages/data.hpp"
 #include "runtime/model/random_checkpoint.hpp"
 #include "runtime/model/transformer.hpp"
 #include "runtime/tokenizer/tokenizer.hpp"
@@ -67,6 +68,18 @@ inline void check_close(const at::Tensor& a, const at::Tensor& b, double atol,
                         const std::string& what) {
   const double d = max_abs_diff(a, b);
   BOOST_CHECK_MESSAGE(d <= atol, what << ": max |difference| " << d << " > atol " << atol);
+}
+
+/// A generation request of `prompt` token ids (temperature 0: greedy).
+inline generation_request token_request(uint64_t id, std::vector<int32_t> prompt,
+                                        double temperature, int32_t max_new, uint64_t seed = 0) {
+  generation_request r;
+  r.id = id;
+  r.prompt_tokens = std::move(prompt);
+  r.params.temperature = temperature;
+  r.params.max_new_tokens = max_new;
+  r.params.seed = seed;
+  return r;
 }
 
 } // namespace kbrl::test

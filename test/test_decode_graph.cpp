@@ -26,6 +26,7 @@ using kbrl::generation_request;
 using kbrl::generation_result;
 using kbrl::test::temp_dir;
 using kbrl::test::tiny_transformer;
+using kbrl::test::token_request;
 using kbrl::test::why;
 
 namespace {
@@ -35,17 +36,6 @@ std::vector<int32_t> prompt_of(int64_t length, int32_t salt) {
   for (int64_t i = 0; i < length; ++i)
     ids.push_back(static_cast<int32_t>((salt * 41 + i * 13 + 7) % 250 + 3)); // no id below 3
   return ids;
-}
-
-generation_request request(uint64_t id, std::vector<int32_t> prompt, double temperature,
-                           int32_t max_new, uint64_t seed = 0) {
-  generation_request r;
-  r.id = id;
-  r.prompt_tokens = std::move(prompt);
-  r.params.temperature = temperature;
-  r.params.max_new_tokens = max_new;
-  r.params.seed = seed;
-  return r;
 }
 
 generation_engine make_engine(transformer& m, int64_t slots, bool graphs, int64_t max_len = 96) {
@@ -141,7 +131,7 @@ BOOST_AUTO_TEST_CASE(graphs_say_why_they_are_off_and_the_engine_decodes_eagerly)
   // the same tokens with graphs asked for or not.
   std::vector<generation_request> reqs;
   for (int i = 0; i < 3; ++i)
-    reqs.push_back(request(i, prompt_of(5 + 7 * i, i), i == 1 ? 0.8 : 0.0, 10, 50 + i));
+    reqs.push_back(token_request(i, prompt_of(5 + 7 * i, i), i == 1 ? 0.8 : 0.0, 10, 50 + i));
   auto asked = make_engine(m, 2, /*graphs=*/true);
   auto eager = make_engine(m, 2, /*graphs=*/false);
   const auto a = asked.generate(reqs), b = eager.generate(reqs);
@@ -193,7 +183,7 @@ BOOST_AUTO_TEST_CASE(graphs_on_equal_graphs_off) {
         // key-length buckets (16, 32, 48, 64, 96), each its own graph.
         std::vector<generation_request> reqs;
         for (int i = 0; i < 6; ++i) {
-          auto r = request(i, prompt_of(3 + 9 * i, i), i % 2 ? 0.9 : 0.0, 20 + 5 * i, 300 + i);
+          auto r = token_request(i, prompt_of(3 + 9 * i, i), i % 2 ? 0.9 : 0.0, 20 + 5 * i, 300 + i);
           r.params.top_p = i % 3 == 1 ? 0.9 : 1.0;
           r.params.top_k = i == 3 ? 20 : 0;
           reqs.push_back(r);
@@ -228,7 +218,7 @@ BOOST_AUTO_TEST_CASE(graphs_with_continuous_batching_and_slot_refills) {
   // 9 requests through 3 slots: slots are refilled while others run, free slots ride along.
   std::vector<generation_request> reqs;
   for (int i = 0; i < 9; ++i) {
-    auto r = request(100 + i, prompt_of(2 + (i * 5) % 11, i), i % 3 ? 0.7 : 0.0,
+    auto r = token_request(100 + i, prompt_of(2 + (i * 5) % 11, i), i % 3 ? 0.7 : 0.0,
                      4 + (i * 7) % 13, 1000 + i);
     r.params.top_p = i % 2 ? 0.9 : 1.0;
     reqs.push_back(r);
@@ -269,7 +259,7 @@ BOOST_AUTO_TEST_CASE(adapter_swaps_change_graphs_as_they_change_eager_decoding) 
       auto off = make_engine(m_eager, 3, false);
       std::vector<generation_request> reqs;
       for (int i = 0; i < 3; ++i)
-        reqs.push_back(request(i, prompt_of(5 + 6 * i, i), i == 2 ? 0.8 : 0.0, 24, 9 + i));
+        reqs.push_back(token_request(i, prompt_of(5 + 6 * i, i), i == 2 ? 0.8 : 0.0, 24, 9 + i));
 
       lora_config lc;
       lc.r = 8;

@@ -30,6 +30,7 @@ using kbrl::generation_request;
 using kbrl::generation_result;
 using kbrl::test::temp_dir;
 using kbrl::test::tiny_transformer;
+using kbrl::test::token_request;
 using kbrl::test::why;
 
 namespace {
@@ -39,17 +40,6 @@ std::vector<int32_t> prompt_of(int64_t length, int32_t salt) {
   for (int64_t i = 0; i < length; ++i)
     ids.push_back(static_cast<int32_t>((salt * 37 + i * 11 + 5) % 250 + 3)); // no id below 3
   return ids;
-}
-
-generation_request request(uint64_t id, std::vector<int32_t> prompt, double temperature,
-                           int32_t max_new, uint64_t seed = 0) {
-  generation_request r;
-  r.id = id;
-  r.prompt_tokens = std::move(prompt);
-  r.params.temperature = temperature;
-  r.params.max_new_tokens = max_new;
-  r.params.seed = seed;
-  return r;
 }
 
 generation_engine make_engine(transformer& m, int64_t slots, int64_t max_len = 128,
@@ -196,7 +186,7 @@ BOOST_AUTO_TEST_CASE(greedy_batched_equals_alone_and_full_forward) {
   auto m = tiny_transformer(dir, tiny_model_config("qwen2"));
   std::vector<generation_request> reqs;
   for (int i = 0; i < 6; ++i)
-    reqs.push_back(request(i, prompt_of(3 + 4 * i, i), 0.0, 10 + i));
+    reqs.push_back(token_request(i, prompt_of(3 + 4 * i, i), 0.0, 10 + i));
   auto engine = make_engine(m, 4);
   const auto batched = engine.generate(reqs);
   const auto single = alone(m, reqs);
@@ -229,7 +219,7 @@ BOOST_AUTO_TEST_CASE(continuous_batching_gives_each_request_its_own_samples) {
   // 9 requests through 3 slots with different lengths: slots are refilled while others run.
   std::vector<generation_request> reqs;
   for (int i = 0; i < 9; ++i) {
-    auto r = request(100 + i, prompt_of(2 + (i * 5) % 11, i), 0.7 + 0.1 * (i % 3), 4 + (i * 7) % 13,
+    auto r = token_request(100 + i, prompt_of(2 + (i * 5) % 11, i), 0.7 + 0.1 * (i % 3), 4 + (i * 7) % 13,
                      /*seed=*/1000 + i);
     r.params.top_p = i % 2 ? 0.9 : 1.0;
     r.params.top_k = i % 3 == 0 ? 40 : 0;
@@ -284,7 +274,7 @@ BOOST_AUTO_TEST_CASE(continuous_batching_gives_each_request_its_own_samples) {
 BOOST_AUTO_TEST_CASE(sampled_logprobs_are_before_truncation) {
   temp_dir dir;
   auto m = tiny_transformer(dir, tiny_model_config("qwen3"));
-  auto r = request(1, prompt_of(6, 3), 0.8, 12, 77);
+  auto r = token_request(1, prompt_of(6, 3), 0.8, 12, 77);
   r.params.top_k = 5;
   r.params.top_p = 0.8;
   auto engine = make_engine(m, 2);
@@ -317,13 +307,13 @@ BOOST_AUTO_TEST_CASE(stop_tokens_eos_and_lengths_end_sequences) {
   auto m = tiny_transformer(dir, config);
   const auto prompt = prompt_of(5, 1);
   auto engine = make_engine(m, 2, /*max_len=*/32);
-  const auto free_run = engine.generate({request(1, prompt, 0.0, 20)}).at(0);
+  const auto free_run = engine.generate({token_request(1, prompt, 0.0, 20)}).at(0);
   BOOST_REQUIRE_EQUAL(free_run.completion_tokens.size(), 20u);
   BOOST_CHECK(free_run.finish == finish_reason::length);
 
   // A stop token: the completion ends with its first occurrence.
   const int32_t stop = free_run.completion_tokens[6];
-  auto with_stop = request(2, prompt, 0.0, 20);
+  auto with_stop = token_request(2, prompt, 0.0, 20);
   with_stop.params.stop_token_ids = {stop};
   const auto stopped = engine.generate({with_stop}).at(0);
   const auto first = std::find(free_run.completion_tokens.begin(), free_run.completion_tokens.end(), stop);
@@ -336,12 +326,12 @@ BOOST_AUTO_TEST_CASE(stop_tokens_eos_and_lengths_end_sequences) {
   auto m_eos = tiny_transformer(dir, config, /*seed=*/7); // same weights, other eos
   BOOST_CHECK(m_eos.eos_token_ids() == std::vector<int64_t>{stop});
   auto engine_eos = make_engine(m_eos, 1, 32);
-  const auto eos = engine_eos.generate({request(3, prompt, 0.0, 20)}).at(0);
+  const auto eos = engine_eos.generate({token_request(3, prompt, 0.0, 20)}).at(0);
   BOOST_CHECK(eos.finish == finish_reason::stop_token);
   BOOST_CHECK(eos.completion_tokens == stopped.completion_tokens);
 
   // A full cache slot: prompt + completion never exceed max_sequence_length.
-  const auto full = engine.generate({request(4, prompt_of(28, 2), 0.0, 100)}).at(0);
+  const auto full = engine.generate({token_request(4, prompt_of(28, 2), 0.0, 100)}).at(0);
   BOOST_CHECK(full.finish == finish_reason::length);
   BOOST_CHECK_EQUAL(full.completion_tokens.size(), 4u);
 }
@@ -351,7 +341,7 @@ BOOST_AUTO_TEST_CASE(stop_strings_cut_the_text_before_them) {
   auto m = tiny_transformer(dir, tiny_model_config("llama"));
   const auto tok = kbrl::test::byte_tokenizer();
   auto engine = make_engine(m, 2, 64, tok);
-  auto r = request(1, prompt_of(4, 9), 0.0, 24);
+  auto r = token_request(1, prompt_of(4, 9), 0.0, 24);
   const auto free_run = engine.generate({r}).at(0);
   BOOST_REQUIRE_EQUAL(free_run.completion_tokens.size(), 24u);
   // The text is the stream-decoded completion (special tokens skipped: there are none here).
@@ -380,9 +370,9 @@ BOOST_AUTO_TEST_CASE(stop_strings_cut_the_text_before_them) {
 
   // prompt_text is encoded with the tokenizer: the same as its bytes as token ids here.
   const std::string prompt_text = "kbrl writes kernels";
-  auto text_request = request(2, {}, 0.0, 5);
+  auto text_request = token_request(2, {}, 0.0, 5);
   text_request.prompt_text = prompt_text;
-  const auto by_bytes = request(3, std::vector<int32_t>(prompt_text.begin(), prompt_text.end()), 0.0, 5);
+  const auto by_bytes = token_request(3, std::vector<int32_t>(prompt_text.begin(), prompt_text.end()), 0.0, 5);
   const auto both = engine.generate({text_request, by_bytes});
   BOOST_CHECK_MESSAGE(both[0].error.empty(), both[0].error);
   BOOST_CHECK_EQUAL(both[0].prompt_token_count, static_cast<int32_t>(prompt_text.size()));
@@ -394,24 +384,24 @@ BOOST_AUTO_TEST_CASE(bad_requests_fail_alone_with_a_reason) {
   auto m = tiny_transformer(dir, tiny_model_config("qwen3"));
   auto engine = make_engine(m, 2, /*max_len=*/16);
   std::vector<std::pair<generation_request, std::string>> bad;
-  bad.emplace_back(request(1, {}, 0.0, 4), "no prompt");
-  auto both = request(2, {5, 6}, 0.0, 4);
+  bad.emplace_back(token_request(1, {}, 0.0, 4), "no prompt");
+  auto both = token_request(2, {5, 6}, 0.0, 4);
   both.prompt_text = "x";
   bad.emplace_back(both, "both prompt_text and prompt_tokens");
-  bad.emplace_back(request(3, {5, 256, 7}, 0.0, 4), "prompt token 1 is 256, outside the vocabulary [0, 256)");
-  bad.emplace_back(request(4, prompt_of(16, 1), 0.0, 4), "prompt of 16 tokens leaves no room");
-  bad.emplace_back(request(5, {5}, -0.5, 4), "temperature");
-  auto text_without_tokenizer = request(6, {}, 0.0, 4);
+  bad.emplace_back(token_request(3, {5, 256, 7}, 0.0, 4), "prompt token 1 is 256, outside the vocabulary [0, 256)");
+  bad.emplace_back(token_request(4, prompt_of(16, 1), 0.0, 4), "prompt of 16 tokens leaves no room");
+  bad.emplace_back(token_request(5, {5}, -0.5, 4), "temperature");
+  auto text_without_tokenizer = token_request(6, {}, 0.0, 4);
   text_without_tokenizer.prompt_text = "hello";
   bad.emplace_back(text_without_tokenizer, "prompt_text needs a tokenizer");
-  auto stop_without_tokenizer = request(7, {5}, 0.0, 4);
+  auto stop_without_tokenizer = token_request(7, {5}, 0.0, 4);
   stop_without_tokenizer.params.stop_strings = {"x"};
   bad.emplace_back(stop_without_tokenizer, "stop strings need a tokenizer");
 
   std::vector<generation_request> all;
   for (auto& [r, why] : bad)
     all.push_back(r);
-  all.push_back(request(8, prompt_of(4, 2), 0.0, 5)); // a good one among them
+  all.push_back(token_request(8, prompt_of(4, 2), 0.0, 5)); // a good one among them
   const auto results = engine.generate(all);
   for (std::size_t i = 0; i < bad.size(); ++i) {
     BOOST_TEST_CONTEXT("request " << results[i].id) {
@@ -441,8 +431,8 @@ BOOST_AUTO_TEST_CASE(cancel_and_callbacks) {
   auto engine = make_engine(m, 1);
   std::vector<generation_result> seen;
   engine.on_result([&](generation_result r) { seen.push_back(std::move(r)); });
-  const auto running = engine.submit(request(1, prompt_of(4, 1), 0.0, 50));
-  const auto waiting = engine.submit(request(2, prompt_of(4, 2), 0.0, 50));
+  const auto running = engine.submit(token_request(1, prompt_of(4, 1), 0.0, 50));
+  const auto waiting = engine.submit(token_request(2, prompt_of(4, 2), 0.0, 50));
   engine.step();
   engine.step();
   BOOST_CHECK(engine.cancel(waiting));
@@ -464,7 +454,7 @@ BOOST_AUTO_TEST_CASE(adapters_swap_between_batches) {
   auto engine = make_engine(m, 3);
   std::vector<generation_request> reqs;
   for (int i = 0; i < 3; ++i)
-    reqs.push_back(request(i, prompt_of(5 + i, i), 0.0, 12));
+    reqs.push_back(token_request(i, prompt_of(5 + i, i), 0.0, 12));
   const auto base = engine.generate(reqs);
 
   lora_config lc;
@@ -514,7 +504,7 @@ BOOST_AUTO_TEST_CASE(cuda_agrees_with_the_cpu) {
       auto gpu_bf16 = tiny_transformer(dir, tiny_model_config(arch), 7, {at::kCUDA, at::kBFloat16});
       std::vector<generation_request> reqs;
       for (int i = 0; i < 4; ++i)
-        reqs.push_back(request(i, prompt_of(4 + 3 * i, i), 0.0, 12));
+        reqs.push_back(token_request(i, prompt_of(4 + 3 * i, i), 0.0, 12));
       const auto on_cpu = make_engine(cpu, 2).generate(reqs);
       const auto on_gpu = make_engine(gpu, 2).generate(reqs);
       for (std::size_t i = 0; i < reqs.size(); ++i) {
@@ -550,7 +540,7 @@ BOOST_AUTO_TEST_CASE(throughput_on_the_cpu) {
   auto m = tiny_transformer(dir, tiny_model_config("qwen2"));
   std::vector<generation_request> reqs;
   for (int i = 0; i < 16; ++i) {
-    auto r = request(i, prompt_of(16, i), 0.8, 48, i);
+    auto r = token_request(i, prompt_of(16, i), 0.8, 48, i);
     reqs.push_back(r);
   }
   for (int64_t slots : {1, 8}) {
@@ -590,7 +580,7 @@ BOOST_AUTO_TEST_CASE(measure_a_small_model) {
   auto m = tiny_transformer(dir, c);
   std::vector<generation_request> reqs;
   for (int i = 0; i < 16; ++i)
-    reqs.push_back(request(i, prompt_of(64, i), 0.8, 64, i));
+    reqs.push_back(token_request(i, prompt_of(64, i), 0.8, 64, i));
   for (int64_t slots : {1, 4, 16}) {
     auto engine = make_engine(m, slots, 256);
     const auto t0 = std::chrono::steady_clock::now();

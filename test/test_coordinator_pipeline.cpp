@@ -28,13 +28,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::string read(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 std::vector<std::string> lines_with(const std::string& text, const std::string& containing) {
   std::vector<std::string> out;
   std::istringstream in(text);
@@ -248,7 +241,7 @@ BOOST_AUTO_TEST_CASE(async_stop_and_resume_commit_every_step_and_trajectory_once
   BOOST_CHECK_EQUAL(done->cursor, 4u);
   BOOST_CHECK_EQUAL(done->policy_version, 4u);
   // Traces: every trajectory of every step once.
-  auto traces = lines_with(read(dir / "traces.jsonl"), "\"eval\":false");
+  auto traces = lines_with(test::read_file(dir / "traces.jsonl"), "\"eval\":false");
   std::multiset<uint64_t> ids;
   for (auto& line : traces)
     ids.insert(field(line, "trajectory"));
@@ -256,9 +249,9 @@ BOOST_AUTO_TEST_CASE(async_stop_and_resume_commit_every_step_and_trajectory_once
                                               3000002, 4000001, 4000002}));
   // Metrics: one summary and one timeline per step.
   BOOST_REQUIRE(test::eventually(
-    [&] { return lines_with(read(dir / "metrics.jsonl"), "step_timeline.wall_s").size() == 4; },
+    [&] { return lines_with(test::read_file(dir / "metrics.jsonl"), "step_timeline.wall_s").size() == 4; },
     10s));
-  auto metrics_text = read(dir / "metrics.jsonl");
+  auto metrics_text = test::read_file(dir / "metrics.jsonl");
   std::multiset<uint64_t> summary_steps;
   for (auto& line : lines_with(metrics_text, "\"reward/mean\""))
     summary_steps.insert(field(line, "step"));
@@ -309,8 +302,8 @@ BOOST_AUTO_TEST_CASE(timeline_metrics_and_shell_views) {
   auto c = start(settings(2, coordinator_mode::async, 1), learner);
   BOOST_REQUIRE(reaches(c, "finished"));
   BOOST_REQUIRE(test::eventually(
-    [&] { return lines_with(read(dir / "metrics.jsonl"), "step_timeline.").size() >= 26; }, 10s));
-  auto metrics_text = read(dir / "metrics.jsonl");
+    [&] { return lines_with(test::read_file(dir / "metrics.jsonl"), "step_timeline.").size() >= 26; }, 10s));
+  auto metrics_text = test::read_file(dir / "metrics.jsonl");
   for (auto name : {"wall_s", "sampling_s", "sampling_wall_s", "evaluating_s", "evaluating_wall_s",
                     "training_s", "publishing_s", "sampler_busy", "evaluator_busy",
                     "learner_busy", "slowest_stage_s", "steps_in_flight", "stale_dropped"})

@@ -25,16 +25,9 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::string read(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 std::string tagged(const std::string& candidate_file) {
   return "<think>plan</think><KERNEL>\n"
-         + read(std::string(KBRL_TEST_DATA) + "/candidates_runtime/" + candidate_file) + "</KERNEL>";
+         + test::read_file(std::string(KBRL_TEST_DATA) + "/candidates_runtime/" + candidate_file) + "</KERNEL>";
 }
 
 size_t count_lines(const std::string& text, const std::string& containing) {
@@ -137,12 +130,12 @@ BOOST_AUTO_TEST_CASE(steps_feed_the_learner_drop_flat_groups_and_resume) {
   BOOST_CHECK_EQUAL(checkpoint->step, 2u);
   BOOST_CHECK_EQUAL(checkpoint->cursor, 2u);
   BOOST_CHECK_EQUAL(checkpoint->policy_version, 1u);
-  auto traces = read(dir / "traces.jsonl");
+  auto traces = test::read_file(dir / "traces.jsonl");
   BOOST_CHECK_EQUAL(count_lines(traces, "\"problem\":\"level1/1_small_relu\""), 4u);
   // The metrics reach the file through the metrics actor: poll for the second step's lines.
   BOOST_CHECK(test::eventually(
-    [&] { return count_lines(read(dir / "metrics.jsonl"), "groups/dropped_flat") == 2; }, 10s));
-  auto metrics_text = read(dir / "metrics.jsonl");
+    [&] { return count_lines(test::read_file(dir / "metrics.jsonl"), "groups/dropped_flat") == 2; }, 10s));
+  auto metrics_text = test::read_file(dir / "metrics.jsonl");
   BOOST_CHECK_EQUAL(count_lines(metrics_text, "reward/mean"), 2u);
   caf::anon_send_exit(c, caf::exit_reason::user_shutdown);
 
@@ -154,7 +147,7 @@ BOOST_AUTO_TEST_CASE(steps_feed_the_learner_drop_flat_groups_and_resume) {
   BOOST_REQUIRE(after);
   BOOST_CHECK_EQUAL(after->step, 3u);
   BOOST_CHECK_EQUAL(after->cursor, 3u);
-  BOOST_CHECK_EQUAL(count_lines(read(dir / "traces.jsonl"), "\"step\":3"), 2u);
+  BOOST_CHECK_EQUAL(count_lines(test::read_file(dir / "traces.jsonl"), "\"step\":3"), 2u);
   caf::anon_send_exit(c2, caf::exit_reason::user_shutdown);
   for (auto& e : res->evaluators)
     caf::anon_send_exit(e, caf::exit_reason::user_shutdown);

@@ -15,6 +15,7 @@
 #include "runtime/model/random_checkpoint.hpp"
 #include "runtime/retrieval/index_store.hpp"
 #include "runtime/retrieval/retrieval_settings.hpp"
+#include "cluster_fixture.hpp"
 #include "test_support.hpp"
 
 #include <caf/all.hpp>
@@ -29,15 +30,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::string read(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 std::string candidate(const std::string& name) {
-  return read(std::string(KBRL_TEST_DATA) + "/candidates_runtime/" + name);
+  return test::read_file(std::string(KBRL_TEST_DATA) + "/candidates_runtime/" + name);
 }
 
 struct episode_fixture {

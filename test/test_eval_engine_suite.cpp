@@ -7,6 +7,7 @@
 #include "runtime/eval/eval_engine.hpp"
 #include "runtime/eval/problems.hpp"
 #include "runtime/eval/python_probe.hpp"
+#include "cluster_fixture.hpp"
 #include "test_support.hpp"
 
 #include <boost/test/unit_test.hpp>
@@ -25,13 +26,6 @@ namespace fs = std::filesystem;
 
 std::string data(const std::string& rel) {
   return std::string(KBRL_TEST_DATA) + "/" + rel;
-}
-
-std::string read(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 /// Files under `root` whose names end with `suffix` (none when root does not exist).
@@ -99,7 +93,7 @@ struct engine_fixture {
   }
 
   eval_request request(const std::string& candidate_file, uint64_t id) {
-    auto source = read(candidate_file);
+    auto source = test::read_file(candidate_file);
     auto exp = expectations(source, cuda);
     auto prob = load_problem_file(data("problems/" + exp["problem"]));
     BOOST_REQUIRE_MESSAGE(prob, test::why(prob));
@@ -155,7 +149,7 @@ BOOST_AUTO_TEST_CASE(every_runtime_candidate_gets_its_verdict_and_the_engine_rec
   uint64_t id = 1;
   size_t checked = 0;
   for (auto& file : files) {
-    auto exp = expectations(read(file), cuda);
+    auto exp = expectations(test::read_file(file), cuda);
     auto name = fs::path(file).filename().string();
     auto req = exp["requires"];
     if ((req == "cuda" || req == "triton") && !cuda)
@@ -244,7 +238,7 @@ BOOST_AUTO_TEST_CASE(a_build_ahead_is_only_loaded_by_the_evaluating_worker) {
   BOOST_REQUIRE(!libraries_before.empty());
   BOOST_CHECK(!find_files(opts.worker.extensions_dir + "/.kbrl-pch", ".gch").empty());
   for (auto& ninja : find_files(opts.worker.extensions_dir, "build.ninja"))
-    BOOST_CHECK_MESSAGE(read(ninja).find("kbrl_torch_extension.h") != std::string::npos,
+    BOOST_CHECK_MESSAGE(test::read_file(ninja).find("kbrl_torch_extension.h") != std::string::npos,
                         ninja << " does not include the precompiled header");
   eval_engine evaluator{opts}; // same extensions folder, a different worker process
   auto res = evaluator.evaluate(req);

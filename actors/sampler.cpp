@@ -184,12 +184,21 @@ sampler_actor::behavior_type sampler(sampler_pointer self, actor_stats stats,
       st.stats.count();
       if (!st.backend)
         return;
+      auto identity = std::make_tuple(
+        update.version, update.learner_step, update.adapter_dir,
+        std::hash<std::string_view>{}(std::string_view(
+          reinterpret_cast<const char*>(update.adapter_bytes.data()), update.adapter_bytes.size())));
+      if (st.applied_policy == identity) {
+        spdlog::debug("{}: policy version {} is already applied", st.stats.name, update.version);
+        return;
+      }
       if (auto ok = st.backend->apply_policy(update); !ok) {
         st.stats.last_error = "policy version " + std::to_string(update.version)
                               + " not applied: " + describe(ok.error());
         spdlog::error("{}: {}", st.stats.name, st.stats.last_error);
         return;
       }
+      st.applied_policy = identity;
       spdlog::info("{} samples from policy version {} now", st.stats.name, update.version);
       for (auto it = st.waiting_for_policy.begin(); it != st.waiting_for_policy.end();) {
         if (it->second.min_policy_version <= update.version) {

@@ -25,6 +25,8 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
+#include <tuple>
 
 namespace kbrl {
 
@@ -47,6 +49,10 @@ struct sampler_state {
   std::map<uint64_t, generation_request> waiting_for_policy;
   uint64_t next_key = 1;
   uint64_t refused_busy = 0;
+  /// What identifies the policy update applied last (version, learner step, adapter dir, hash
+  /// of the adapter bytes): in an RL run the same update arrives from the learner and from the
+  /// coordinator, and applying it twice would reload the adapter for nothing.
+  std::optional<std::tuple<uint64_t, uint64_t, std::string, size_t>> applied_policy;
   /// (time, tokens) of recent answers, for tokens per second over the last minute.
   std::deque<std::pair<std::chrono::steady_clock::time_point, size_t>> recent_tokens;
 

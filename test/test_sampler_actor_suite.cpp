@@ -57,6 +57,23 @@ public:
     curl_easy_cleanup(curl);
   }
 
+  /// How many LoRA adapters the server was asked to load so far.
+  int lora_loads() const {
+    auto url = "http://127.0.0.1:" + std::to_string(control_port_) + "/stats";
+    std::string body;
+    CURL* curl = curl_easy_init();
+    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION,
+                     +[](char* data, size_t n, size_t m, void* out) {
+                       static_cast<std::string*>(out)->append(data, n * m);
+                       return n * m;
+                     });
+    BOOST_REQUIRE(curl_easy_perform(curl) == CURLE_OK);
+    curl_easy_cleanup(curl);
+    return number_after(body, "\"/v1/load_lora_adapter\": ");
+  }
+
 private:
   static int number_after(const std::string& text, const std::string& key) {
     auto at = text.find(key);
@@ -191,6 +208,12 @@ BOOST_AUTO_TEST_CASE(a_policy_update_loads_the_adapter_on_the_server_and_later_r
   BOOST_CHECK(res->completion_tokens == (std::vector<int32_t>{80, 81})); // offset 50: an adapter
   BOOST_CHECK_EQUAL(res->policy_version, 3u);
   BOOST_CHECK_EQUAL(status_detail_of(status_of(self, s), "policy version"), "3");
+  // The same update again (an RL run sends it from the learner and from the coordinator) is
+  // not loaded a second time.
+  BOOST_CHECK_EQUAL(server.lora_loads(), 1);
+  self->send(s, policy_atom::value, update);
+  BOOST_CHECK_EQUAL(status_detail_of(status_of(self, s), "policy version"), "3");
+  BOOST_CHECK_EQUAL(server.lora_loads(), 1);
   // A request for version 5 or newer waits for that update, then runs on it.
   std::vector<int32_t> waited;
   std::thread client([&] {

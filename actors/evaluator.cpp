@@ -55,7 +55,11 @@ evaluator_actor::behavior_type evaluator(evaluator_pointer self, actor_stats sta
       auto res = st.engine->evaluate(req);
       res.evaluator = st.stats.name;
       st.current.clear();
-      if (st.engine->needs_restart()) {
+      if (st.engine->restart_is_planned()) {
+        // Not a failure: the next evaluation starts a fresh worker in this evaluator.
+        spdlog::info("{}: worker {}; a fresh one starts with the next candidate", st.stats.name,
+                     st.engine->last_failure());
+      } else if (st.engine->needs_restart()) {
         st.stats.last_error = st.engine->last_failure();
         // Answer first, then fail: the supervisor restarts this evaluator with a fresh worker.
         self->quit(make_error(errc::worker_crashed, st.engine->last_failure()));

@@ -29,6 +29,7 @@ struct evaluator_fixture {
   std::unique_ptr<caf::actor_system> sys;
   supervisor_settings settings;
   std::vector<std::string> build_env; ///< extra environment of the builders' workers
+  uint32_t recycle_after = 200;       ///< evaluations before a worker is replaced
 
   evaluator_fixture() {
     register_message_types(cfg);
@@ -49,6 +50,7 @@ struct evaluator_fixture {
     s.engine.worker.extensions_dir = dir / "extensions";
     s.engine.worker.isolation = eval::isolation_mode::none;
     s.engine.start_timeout = 20s;
+    s.engine.recycle_after = recycle_after;
     return s;
   }
 
@@ -157,6 +159,18 @@ BOOST_AUTO_TEST_CASE(a_crash_is_a_verdict_and_the_queue_runs_on_a_fresh_worker) 
   auto st = slot_status(sup, "n/evaluator.0");
   BOOST_CHECK_EQUAL(st.restarts, 1u);
   BOOST_CHECK_MESSAGE(st.last_error.find("worker") != std::string::npos, st.last_error);
+  stop(sup);
+}
+
+BOOST_AUTO_TEST_CASE(a_planned_recycle_replaces_the_worker_without_a_restart) {
+  recycle_after = 2;
+  auto sup = spawn(1);
+  for (uint64_t id = 1; id <= 5; ++id)
+    BOOST_CHECK(evaluate_one(sup, request(id, "# fine " + std::to_string(id))).correct);
+  // Two recycles happened (after evaluations 2 and 4); none counts against the restart budget.
+  auto st = slot_status(sup, "n/evaluator.0");
+  BOOST_CHECK_EQUAL(st.restarts, 0u);
+  BOOST_CHECK_EQUAL(st.state, "idle");
   stop(sup);
 }
 

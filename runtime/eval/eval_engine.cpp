@@ -175,6 +175,7 @@ caf::expected<void> eval_engine::start() {
                                               + bounded(*answer, 500));
   device_ = text(doc, "device");
   needs_restart_ = false;
+  restart_planned_ = false;
   last_failure_.clear();
   worker_->take_output(); // whatever importing torch printed
   return caf::unit;
@@ -208,7 +209,7 @@ void eval_engine::maybe_recycle() {
   if (needs_restart_ || !worker_)
     return;
   if (since_start_ >= opts_.recycle_after) {
-    needs_restart_ = true;
+    needs_restart_ = restart_planned_ = true;
     last_failure_ = "recycled after " + std::to_string(since_start_) + " evaluations";
     return;
   }
@@ -221,7 +222,7 @@ void eval_engine::maybe_recycle() {
     return;
   auto rss = number(doc, "rss_mb");
   if (rss > opts_.recycle_rss_mb) {
-    needs_restart_ = true;
+    needs_restart_ = restart_planned_ = true;
     last_failure_ = "recycled at " + std::to_string(static_cast<int64_t>(rss)) + " MB resident";
   }
 }
@@ -255,6 +256,7 @@ bool eval_engine::ensure_worker(eval_result& res) {
   if (needs_restart_) {
     // First use, a dead worker, or a caller without a supervisor: start a worker now.
     if (auto ok = start(); !ok) {
+      restart_planned_ = false; // a worker that cannot start is a failure, recycle or not
       res.error = eval_error::infrastructure;
       res.error_excerpt = "the evaluation worker is not running: " + describe(ok.error());
       return false;

@@ -79,6 +79,10 @@ public:
   /// worker is gone and start() must run before the next evaluation. The evaluator actor fails
   /// with last_failure() so its supervisor restarts it.
   bool needs_restart() const { return needs_restart_; }
+  /// True when the pending restart is a planned recycle (after recycle_after evaluations or
+  /// above recycle_rss_mb), not a failure: the device context is fine, and the next
+  /// evaluation starts the fresh worker itself, without a supervisor restart.
+  bool restart_is_planned() const { return needs_restart_ && restart_planned_; }
   const std::string& last_failure() const { return last_failure_; }
 
   /// Device name the worker reported ("cpu", "NVIDIA H200").
@@ -121,6 +125,7 @@ private:
   uint64_t workers_started_ = 0;
   uint64_t ref_cache_hits_ = 0;
   bool needs_restart_ = true;
+  bool restart_planned_ = false;   ///< needs_restart_ comes from maybe_recycle()
   std::string last_failure_ = "not started";
   std::map<std::string, runtime_stats> reference_times_; ///< key: ref hash|device|precision|timing
 };

@@ -1,9 +1,12 @@
 #include "actors/episode.hpp"
 
+#include "messages/errors.hpp"
 #include "runtime/retrieval/few_shot.hpp"
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
+
+#include <algorithm>
 
 namespace kbrl {
 
@@ -27,6 +30,37 @@ std::string label(episode_pointer self) {
   auto& st = self->state;
   return st.task.id + " trajectory " + std::to_string(st.traj.id) + " turn "
          + std::to_string(st.traj.turns.size() + (st.phase == "evaluating" ? 0 : 1));
+}
+
+bool is_busy(const caf::error& err) {
+  return err.category() == caf::atom("kbrl") && err.code() == static_cast<uint8_t>(errc::busy);
+}
+
+/// After a busy answer: asks again (tick_atom) once the back-off has passed and returns true;
+/// false when the step has waited busy_wait_limit already.
+bool wait_after_busy(episode_pointer self, const caf::error& err) {
+  auto& st = self->state;
+  if (st.busy_waited >= st.settings.busy_wait_limit)
+    return false;
+  const int32_t doublings = std::min(st.busy_answers, 16);
+  auto delay = std::min(st.settings.busy_backoff_first * (int64_t{1} << doublings),
+                        st.settings.busy_backoff_max);
+  // Spread the episodes of one group, which were all turned away at the same moment.
+  delay += std::chrono::milliseconds(static_cast<int64_t>(st.traj.id % 97) * delay.count() / 194);
+  ++st.busy_answers;
+  st.busy_waited += delay;
+  if (st.busy_answers == 1)
+    spdlog::debug("{}: {}; asking again in {} ms", label(self), self->system().render(err),
+                  delay.count());
+  self->delayed_send(self, delay, tick_atom::value);
+  return true;
+}
+
+void step_done(episode_pointer self) {
+  auto& st = self->state;
+  st.retries = 0;
+  st.busy_answers = 0;
+  st.busy_waited = std::chrono::milliseconds{0};
 }
 
 /// Scores the newest turn (evaluated or not) and decides what comes next.
@@ -76,12 +110,15 @@ void evaluate(episode_pointer self) {
           ++st.next_evaluator;
           return evaluate(self);
         }
-        st.retries = 0;
+        step_done(self);
         score_and_continue(self, &verdict);
       },
       [self](caf::error& err) {
         auto& st = self->state;
         timed(self, episode::stage::evaluating, false);
+        ++st.next_evaluator;
+        if (is_busy(err) && wait_after_busy(self, err))
+          return;
         spdlog::warn("{}: evaluator failed: {}", label(self), self->system().render(err));
         if (st.retries >= st.settings.max_retries)
           return finish(self, "failed: no evaluator answered after "
@@ -89,7 +126,6 @@ void evaluate(episode_pointer self) {
                                 + self->system().render(err));
         ++st.retries;
         ++st.traj.turns.back().retries;
-        ++st.next_evaluator;
         evaluate(self);
       });
 }
@@ -157,7 +193,7 @@ void sample(episode_pointer self) {
         t.completion_text = std::move(out.completion_text);
         t.policy_version = out.policy_version;
         t.retries = st.retries;
-        st.retries = 0;
+        step_done(self);
         if (st.traj.policy_versions.empty() || st.traj.policy_versions.back() != t.policy_version)
           st.traj.policy_versions.push_back(t.policy_version);
         episode::previous_turn prev;
@@ -173,12 +209,14 @@ void sample(episode_pointer self) {
       [self](caf::error& err) {
         auto& st = self->state;
         timed(self, episode::stage::sampling, false);
+        ++st.next_sampler;
+        if (is_busy(err) && wait_after_busy(self, err))
+          return;
         spdlog::warn("{}: sampler failed: {}", label(self), self->system().render(err));
         if (st.retries >= st.settings.max_retries)
           return finish(self, "failed: no sampler answered after " + std::to_string(st.retries + 1)
                                 + " tries: " + self->system().render(err));
         ++st.retries;
-        ++st.next_sampler;
         sample(self);
       });
 }
@@ -232,6 +270,14 @@ episode_actor::behavior_type run_episode(episode_pointer self, actor_stats stats
       st.traj.problem_id = st.task.id;
       st.traj.group_id = group;
       sample(self);
+    },
+    [self](tick_atom) {
+      // The back-off after a busy answer has passed: ask again.
+      auto& st = self->state;
+      if (st.phase == "evaluating")
+        evaluate(self);
+      else if (st.phase == "sampling")
+        sample(self);
     },
   };
 }

@@ -24,6 +24,10 @@
 // policy's chat format and tokenized here, so the learner gets exactly the token ids sampled
 // from. A sampler or evaluator that fails (node lost, queue busy, evaluator restarted) does not
 // lose the episode: the step goes to the next one in the list and the turn counts the retry.
+// A busy answer (a full queue: errc::busy) is not a failure: the episode waits with an
+// exponential back-off (busy_backoff_first doubling up to busy_backoff_max) and asks the next
+// one in the list again, for up to busy_wait_limit in all, without spending its retries; in
+// asynchronous runs many episodes reach the evaluators' bounded queues at once.
 // Requests are labelled "<problem id> trajectory <id> turn <n>": the problem id comes first (a
 // sampler replaying recorded completions finds the problem by it, runtime/sampler/replay_backend).
 
@@ -53,6 +57,9 @@ struct episode_settings {
   int32_t max_retries = 3;        ///< per step, over samplers/evaluators
   std::chrono::milliseconds sampler_timeout{std::chrono::minutes(15)};
   std::chrono::milliseconds evaluator_timeout{std::chrono::minutes(15)};
+  std::chrono::milliseconds busy_backoff_first{250};
+  std::chrono::milliseconds busy_backoff_max{std::chrono::seconds(8)};
+  std::chrono::milliseconds busy_wait_limit{std::chrono::minutes(30)}; ///< per step, in all
   /// Every generation request asks the sampler for at least this policy version (a sampler
   /// holding an older one waits for the update): the coordinator's staleness bound in
   /// asynchronous mode. 0: any version.
@@ -91,6 +98,8 @@ struct episode_state {
   size_t next_sampler = 0;
   size_t next_evaluator = 0;
   int32_t retries = 0;           ///< of the current step
+  int32_t busy_answers = 0;      ///< of the current step
+  std::chrono::milliseconds busy_waited{0}; ///< of the current step
   bool examples_fetched = false; ///< retrieval done (or not wanted) for the first prompt
 };
 

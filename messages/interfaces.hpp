@@ -183,7 +183,9 @@ using coordinator_actor = caf::typed_actor<
 using episode_actor = caf::typed_actor<
   status_handler, control_handler,
   /// Starts the episode; the trajectory goes to the coordinator when it ends.
-  caf::reacts_to<start_atom, problem, uint64_t /*group id*/>>;
+  caf::reacts_to<start_atom, problem, uint64_t /*group id*/>,
+  /// Sent to itself: a sampler or evaluator answered busy, and the back-off has passed.
+  caf::reacts_to<tick_atom>>;
 
 /// Finds example kernels for a problem (RA-ICL).
 using retriever_actor = caf::typed_actor<

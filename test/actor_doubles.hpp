@@ -4,6 +4,7 @@
 // learner that records the batches it is given. The real ones are tested in their own suites and
 // together in the end-to-end tests.
 
+#include "messages/errors.hpp"
 #include "messages/type_ids.hpp"
 
 #include <caf/all.hpp>
@@ -35,6 +36,26 @@ inline sampler_actor::behavior_type scripted_sampler(sampler_actor::pointer self
       r.finish = finish_reason::stop_token;
       r.policy_version = 2;
       return r;
+    },
+    [](generate_atom, uint64_t, generation_result&) {},
+    [](policy_atom, policy_update&) {},
+  };
+}
+
+/// Answers errc::busy (a full queue) to its first `busy_answers` requests, then forwards each
+/// request to `inner`; counts the busy answers in `turned_away`.
+inline sampler_actor::behavior_type busy_sampler(sampler_actor::pointer self, int busy_answers,
+                                                 sampler_actor inner,
+                                                 std::shared_ptr<int> turned_away) {
+  return {
+    [](status_atom) { return actor_status{}; },
+    [](control_atom, const std::string&, const std::vector<std::string>&) { return std::string{}; },
+    [=](generate_atom, generation_request& req) -> caf::result<generation_result> {
+      if (*turned_away < busy_answers) {
+        ++*turned_away;
+        return make_error(errc::busy, "test/busy-sampler queue is full; retry later");
+      }
+      return self->delegate(inner, generate_atom::value, std::move(req));
     },
     [](generate_atom, uint64_t, generation_result&) {},
     [](policy_atom, policy_update&) {},

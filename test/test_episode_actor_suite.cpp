@@ -155,6 +155,49 @@ BOOST_AUTO_TEST_CASE(a_lost_sampler_is_retried_on_the_next_one) {
   BOOST_CHECK_EQUAL(t.turns[0].retries, 1);
 }
 
+BOOST_AUTO_TEST_CASE(a_busy_sampler_is_asked_again_after_a_back_off_without_spending_retries) {
+  caf::scoped_actor self{*sys};
+  auto prompts = std::make_shared<std::vector<generation_request>>();
+  auto inner = sys->spawn(test::scripted_sampler,
+                          std::vector<std::string>{tagged(candidate("relu_correct_clamp.py"))},
+                          prompts);
+  auto turned_away = std::make_shared<int>(0);
+  // More busy answers than max_retries: a failure would end the episode, a wait must not.
+  auto busy = sys->spawn(test::busy_sampler, 5, inner, turned_away);
+  auto s = settings();
+  s.max_retries = 1;
+  s.busy_backoff_first = 10ms;
+  s.busy_backoff_max = 40ms;
+  const auto start = std::chrono::steady_clock::now();
+  auto t = run(self, s, resources(busy, caf::actor_cast<caf::actor>(self)));
+  BOOST_CHECK_EQUAL(*turned_away, 5);
+  BOOST_CHECK_EQUAL(t.end_reason, "success");
+  BOOST_REQUIRE_EQUAL(t.turns.size(), 1u);
+  BOOST_CHECK_EQUAL(t.turns[0].retries, 0);
+  // Back-offs of 10, 20, 40, 40, 40 ms (plus a spread) passed before the sixth request.
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+    std::chrono::steady_clock::now() - start);
+  BOOST_CHECK_GE(waited.count(), 150);
+}
+
+BOOST_AUTO_TEST_CASE(a_sampler_busy_for_longer_than_the_wait_limit_fails_the_episode) {
+  caf::scoped_actor self{*sys};
+  auto prompts = std::make_shared<std::vector<generation_request>>();
+  auto inner = sys->spawn(test::scripted_sampler, std::vector<std::string>{"x"}, prompts);
+  auto turned_away = std::make_shared<int>(0);
+  auto busy = sys->spawn(test::busy_sampler, 1000, inner, turned_away);
+  auto s = settings();
+  s.max_retries = 0;
+  s.busy_backoff_first = 10ms;
+  s.busy_backoff_max = 10ms;
+  s.busy_wait_limit = 50ms;
+  auto t = run(self, s, resources(busy, caf::actor_cast<caf::actor>(self)));
+  BOOST_CHECK(t.end_reason.find("failed: no sampler answered") == 0);
+  BOOST_CHECK(t.end_reason.find("busy") != std::string::npos);
+  BOOST_CHECK_GE(*turned_away, 5);
+  BOOST_CHECK(prompts->empty());
+}
+
 BOOST_AUTO_TEST_CASE(a_real_tiny_policy_gets_format_failures_for_every_turn) {
   auto config = model::tiny_model_config("qwen2");
   BOOST_REQUIRE(model::write_random_checkpoint(dir / "model", config, 2));

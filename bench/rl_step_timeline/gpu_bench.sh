@@ -11,6 +11,7 @@
 # MODES: "sync async" (default), or one of them (two calls fit better into 600-s device calls;
 # summarize.py then compares OUT/sync and OUT/async). STEPS: steps per mode (default 3).
 #
+# One turn per episode unless $KBRL_TURNS says otherwise (the issue's step: 8 x 8 single answers).
 # Needs: $KERNELBENCH_ROOT (default .gpu/kb) holding level1/19_ReLU.py ...; a Qwen2.5 tokenizer
 # folder $KBRL_TOKENIZER_DIR (default .gpu/qwen2.5-tokenizer, with tokenizer.json and
 # tokenizer_config.json; prepare it here with bench/rl_step_timeline/prepare_tokenizer.sh), since
@@ -56,15 +57,19 @@ python3 "$here/make_replay.py" --manifest "$cands/manifest.json" --candidates "$
   --numbers "$numbers" --out "$out/replay.jsonl" | tee "$out/replay.log" || exit 1
 
 # 3. One run per mode.
+# The run directory lies under /tmp, not under OUT: evaluation workers run as user nobody when
+# the node runs as root, and OUT may sit in a home directory nobody cannot enter.
+turns=${KBRL_TURNS:-1}
 for mode in $modes; do
   run_dir="$out/$mode"
-  rm -rf "$run_dir"
-  mkdir -p "$run_dir"
+  runs_root=${KBRL_RUNS_ROOT:-/tmp/kbrl-rl-timeline}/$mode
+  rm -rf "$run_dir" "$runs_root"
+  mkdir -p "$run_dir" "$runs_root"
   # [rl] and [problems] keys as the node's run config defines them (rl.*, problems.*).
   cat > "$run_dir/run.toml" <<EOF
 [run]
 name = "rl-timeline-$mode"
-dir = "$run_dir/runs"
+dir = "$runs_root"
 
 [sampler]
 model = "$model"
@@ -84,6 +89,7 @@ group_size = 8
 mode = "$mode"
 max_staleness = 1
 max_new_tokens = 512
+max_turns = $turns
 
 [problems]
 root = "$(cd "$kb" && pwd)"
@@ -100,7 +106,7 @@ EOF
   # Done when every step's timeline is in metrics.jsonl (or the node ended, or time is up).
   metrics=""
   while kill -0 "$node_pid" 2>/dev/null; do
-    metrics=$(find "$run_dir/runs" -name metrics.jsonl 2>/dev/null | head -1)
+    metrics=$(find "$runs_root" -name metrics.jsonl 2>/dev/null | head -1)
     if [ -n "$metrics" ] && [ "$(grep -c '"step_timeline.wall_s"' "$metrics")" -ge "$steps" ]; then
       break
     fi
@@ -127,6 +133,10 @@ EOF
   echo "   $mode: $(( $(date +%s) - t0 )) s; last log lines:"
   grep -E "step [0-9]+|error|failed" "$run_dir/node.log" | tail -8
   [ -n "$metrics" ] && cp "$metrics" "$run_dir/metrics.jsonl"
+  traces=$(find "$runs_root" -name traces.jsonl 2>/dev/null | head -1)
+  [ -n "$traces" ] && python3 "$here/trace_verdicts.py" "$traces" | tee "$run_dir/verdicts.txt" | head -30
+  grep -E "error|warn" "$run_dir/node.log" | head -20 > "$run_dir/node_problems.txt"
+  tail -200 "$run_dir/node.log" > "$run_dir/node_tail.log"
 done
 
 # 4. The table and the ratios.

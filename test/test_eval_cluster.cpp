@@ -7,7 +7,8 @@
 //     record of an earlier version (without them) still read;
 //   - two evaluator nodes: the same aggregate metrics as kbrl-eval without a manifest, both
 //     nodes evaluated some samples, and a third manifest node where nothing listens is warned
-//     about (named with its address) while the run goes on;
+//     about (named with its address) while the run goes on, and nodes that judge with other
+//     settings (eval.reference_mode) than the run are not used;
 //   - a node killed mid-run: every sample is still evaluated, the ones it held were sent again
 //     (the record says so);
 //   - every node lost: a clear error, the finished problems kept, and the same command
@@ -299,6 +300,19 @@ BOOST_AUTO_TEST_CASE(two_nodes_give_the_local_metrics_and_both_evaluate) {
       BOOST_CHECK_EQUAL(r.node, "kbrl-eval"); // the local run says so too
   BOOST_CHECK(test::read_file(dir / "cluster/results.json").find("cluster evaltest: ev1")
               != std::string::npos);
+
+  // Nodes judging with other settings than the run's are not used (here: none is left).
+  auto other = test::run_command(
+    eval_args(dir / "gens", dir / "compiled", {"--manifest", cluster.manifest, "--reference",
+                                               "compile"}),
+    60);
+  BOOST_CHECK_EQUAL(other.code, 1);
+  BOOST_CHECK_MESSAGE(other.output.find("node ev1 at " + cluster.address("ev1")
+                                        + ": it judges with other settings than this run "
+                                          "(eval.reference_mode = \"eager\" there, "
+                                          "\"compile\" here)")
+                        != std::string::npos,
+                      other.output);
 }
 
 BOOST_AUTO_TEST_CASE(a_node_killed_mid_run_loses_no_sample) {

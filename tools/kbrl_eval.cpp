@@ -26,6 +26,7 @@
 #include "runtime/config/manifest.hpp"
 #include "runtime/config/settings.hpp"
 #include "runtime/episode/prompt_config.hpp"
+#include "runtime/evalcli/cluster_evaluators.hpp"
 #include "runtime/evalcli/eval_options.hpp"
 #include "runtime/evalcli/eval_session.hpp"
 #include "runtime/evalcli/evaluator_setup.hpp"
@@ -244,6 +245,7 @@ int main(int argc, char** argv) {
   session.model = o.model;
   session.output_dir = o.output;
   session.cluster = cluster;
+  session.cluster_settings = evalcli::verdict_settings(*run);
   if (!o.generations.empty()) {
     if (auto err = evalcli::plan_generations(o, plan, info))
       return fail(err);

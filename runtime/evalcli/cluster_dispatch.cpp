@@ -88,7 +88,9 @@ bool cluster_dispatch::on_down(const caf::down_msg& msg) {
   for (size_t i = 0; i < nodes_.size(); ++i)
     if (msg.source == nodes_[i].supervisor.address()) {
       if (!pool_.lost(i))
-        lose(i, "its evaluator supervisor went down: " + self_->system().render(msg.reason));
+        lose(i, msg.reason == caf::exit_reason::remote_link_unreachable
+                  ? "the connection to it was lost: process gone or network down"
+                  : "its evaluator supervisor went down: " + self_->system().render(msg.reason));
       return true;
     }
   return false;
@@ -120,8 +122,6 @@ void cluster_dispatch::lose(size_t node, const std::string& why) {
   std::string text = "every evaluator node is lost:";
   for (auto& l : lost_)
     text += "\n  " + l;
-  std::fprintf(stderr, "kbrl-eval: %s\n", text.c_str());
-  std::fflush(stderr);
   // No node takes them any more: every open evaluation is answered with the error.
   pool_.drain();
   auto open = std::move(pending_);

@@ -25,9 +25,28 @@ caf::expected<node_actor> connect(caf::actor_system& sys, const config::cluster_
 }
 
 /// The node's evaluators, or nothing and `why` they cannot be used.
+/// "" when the node's run config (TOML) has the `expected` values, else what differs.
+std::string config_difference(const std::string& toml, const setting_values& expected) {
+  auto cfg = config::run_config::parse(toml, "its run config");
+  if (!cfg)
+    return "its run config could not be read here (" + describe(cfg.error())
+           + "; a different kbrl version?)";
+  std::string out;
+  for (auto& [key, value] : expected) {
+    auto there = cfg->get_toml(key);
+    if (there != value)
+      out += (out.empty() ? "" : "; ") + key + " = " + there + " there, " + value + " here";
+  }
+  return out.empty() ? ""
+                     : "it judges with other settings than this run (" + out
+                         + "): start the node with this run's values, or give kbrl-eval the "
+                           "node's (--config key=value)";
+}
+
 std::optional<remote_evaluator_node> reach(caf::actor_system& sys,
                                            const config::cluster_manifest& m,
                                            const config::node_spec& n,
+                                           const setting_values& expected,
                                            std::chrono::milliseconds timeout, std::string& why) {
   auto where = "node " + n.name + " at " + address_of(n);
   auto handle = connect(sys, m, n);
@@ -52,6 +71,18 @@ std::optional<remote_evaluator_node> reach(caf::actor_system& sys,
           + n.name + " (another cluster's node on that port?)";
     return std::nullopt;
   }
+  std::optional<std::string> toml;
+  self->request(*handle, timeout, config_atom::value)
+    .receive([&](std::string& text) { toml = std::move(text); },
+             [&](caf::error& err) { failed = std::move(err); });
+  if (!toml) {
+    why = where + ": it did not send its run config (" + sys.render(failed) + ")";
+    return std::nullopt;
+  }
+  if (auto diff = config_difference(*toml, expected); !diff.empty()) {
+    why = where + ": " + diff;
+    return std::nullopt;
+  }
   remote_evaluator_node out;
   out.name = n.name;
   out.address = address_of(n);
@@ -71,8 +102,23 @@ std::optional<remote_evaluator_node> reach(caf::actor_system& sys,
 
 } // namespace
 
+const std::vector<std::string>& verdict_keys() {
+  static const std::vector<std::string> keys{"eval.reference_mode", "eval.rules_off",
+                                             "eval.rules_warn",     "eval.rules_error",
+                                             "eval.suspicious_speedup", "eval.inputs_on"};
+  return keys;
+}
+
+setting_values verdict_settings(const config::run_config& run) {
+  setting_values out;
+  for (auto& key : verdict_keys())
+    out.emplace_back(key, run.get_toml(key));
+  return out;
+}
+
 caf::expected<cluster_evaluators> find_cluster_evaluators(caf::actor_system& sys,
                                                          const config::cluster_manifest& manifest,
+                                                         const setting_values& expected,
                                                          std::chrono::milliseconds timeout) {
   cluster_evaluators out;
   std::vector<std::string> tried;
@@ -81,7 +127,7 @@ caf::expected<cluster_evaluators> find_cluster_evaluators(caf::actor_system& sys
       continue;
     tried.push_back(n.name);
     std::string why;
-    if (auto node = reach(sys, manifest, n, timeout, why))
+    if (auto node = reach(sys, manifest, n, expected, timeout, why))
       out.nodes.push_back(std::move(*node));
     else
       out.warnings.push_back(why);

@@ -79,7 +79,8 @@ caf::error run_session(std::shared_ptr<run_context> ctx, const evaluator_setup& 
   caf::actor_system sys{cfg};
   std::vector<remote_evaluator_node> evaluators_cluster; // handles go before the system
   if (o.cluster) {
-    auto found = find_cluster_evaluators(sys, *o.cluster, std::chrono::seconds(10));
+    auto found = find_cluster_evaluators(sys, *o.cluster, o.cluster_settings,
+                                         std::chrono::seconds(10));
     if (!found)
       return found.error();
     for (auto& w : found->warnings)

@@ -36,6 +36,8 @@ struct session_options {
   std::string output_dir;        ///< named in the interruption message
   /// --manifest: evaluate on this cluster's evaluator nodes instead of local evaluators.
   std::optional<config::cluster_manifest> cluster;
+  /// The settings every evaluator node must judge with (verdict_settings() of the run config).
+  setting_values cluster_settings;
 };
 
 /// Runs ctx's work to the end. Fails when no evaluator node of the cluster can be used

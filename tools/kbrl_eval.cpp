@@ -5,13 +5,16 @@
 //   kbrl-eval --model PATH|ID [--adapter DIR] --levels 1,2 [--problems 1-20] --samples N
 //             [--turns T] --backend cuda --output results/ [--gpu 0,1] [--config sampler.slots=64]
 //   kbrl-eval --generations DIR [--levels 1] [--problems 1-20] --backend cuda --output results/
+//   kbrl-eval ... --manifest cluster.toml     (evaluate on the cluster's evaluator nodes)
 //
 // This file only reads the command line and calls runtime/evalcli/, in this order:
 //   work_plan        the problems and the work items (--model or --generations)
 //   prompt_maker     tokenizer, chat format and sampling of a --model run
 //   output_folder    the output folder: same settings as before, what is finished already
 //   evaluator_setup  evaluators per --gpu, caches
-//   eval_session     the actor system: sampler, evaluators, the scheduler (eval_scheduler)
+//   eval_session     the actor system: sampler, evaluators (local, or the cluster's with
+//                    --manifest: cluster_evaluators, cluster_dispatch), the scheduler
+//                    (eval_scheduler)
 //   run_outputs      results.json, report.html, TensorBoard (tensorboard_target), console table
 //
 // Problems come from --kernelbench DIR or $KERNELBENCH_ROOT: a KernelBench checkout
@@ -20,8 +23,10 @@
 // Exit status: 0 evaluated (whatever the verdicts), 1 a problem with the inputs, the output folder
 // or the evaluator (the message says which), 130 interrupted (re-run to continue).
 
+#include "runtime/config/manifest.hpp"
 #include "runtime/config/settings.hpp"
 #include "runtime/episode/prompt_config.hpp"
+#include "runtime/evalcli/cluster_evaluators.hpp"
 #include "runtime/evalcli/eval_options.hpp"
 #include "runtime/evalcli/eval_session.hpp"
 #include "runtime/evalcli/evaluator_setup.hpp"
@@ -39,6 +44,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -129,8 +135,16 @@ int main(int argc, char** argv) {
                  "problem files (default $KERNELBENCH_ROOT)");
   app.add_option("--output", o.output, "Output folder (re-run with the same one to continue)")
     ->required();
-  app.add_option("--gpu", o.gpus, "CUDA devices, one evaluator each (none: one CPU evaluator)")
-    ->delimiter(',');
+  auto* gpu_opt =
+    app.add_option("--gpu", o.gpus, "CUDA devices, one evaluator each (none: one CPU evaluator)")
+      ->delimiter(',');
+  app.add_option("--manifest", o.manifest,
+                 "Evaluate on a running kbrl cluster: this manifest's evaluator nodes (kbrl-node "
+                 "--role evaluator) get the candidates, as many at once as they have evaluators; "
+                 "nodes that cannot be reached are warned about and left out, a node lost during "
+                 "the run has its candidates sent again to the others. Default: eval.manifest of "
+                 "--config (empty: evaluate in this process)")
+    ->check(CLI::ExistingFile)->excludes(gpu_opt);
   app.add_option("--sampler-gpu", o.sampler_gpu,
                  "CUDA device of the built-in sampler, -1 for the CPU (default: the first --gpu)");
   app.add_option("--builders", o.builders, "CPU build workers (default eval.build_workers)")
@@ -184,6 +198,18 @@ int main(int argc, char** argv) {
   auto run = run_config_of(o);
   if (!run)
     return fail(run.error());
+  std::optional<config::cluster_manifest> cluster;
+  if (o.manifest.empty())
+    o.manifest = run->get_string("eval.manifest");
+  if (!o.manifest.empty()) {
+    if (!o.gpus.empty())
+      return fail("--gpu names local evaluators; with a cluster manifest (eval.manifest = "
+                  + o.manifest + ") the evaluator nodes' GPUs are used: give one or the other");
+    auto m = config::load_manifest(o.manifest);
+    if (!m)
+      return fail(m.error());
+    cluster = std::move(*m);
+  }
   std::optional<evalcli::tensorboard_target> tensorboard;
   if (!o.tensorboard.empty()) {
     auto target = evalcli::resolve_tensorboard(o.tensorboard, o.step, o.adapter);
@@ -198,7 +224,9 @@ int main(int argc, char** argv) {
   info.problems = o.problems.empty() ? "all" : o.problems;
   info.started = report::utc_now();
   info.tensorboard_step = tensorboard ? tensorboard->step : -1;
-  info.evaluator = o.gpus.empty() ? "cpu" : "gpu " + join_ints(o.gpus);
+  info.evaluator = cluster        ? "cluster " + cluster->name
+                   : o.gpus.empty() ? "cpu"
+                                    : "gpu " + join_ints(o.gpus);
   info.reference = run->get_string("eval.reference_mode");
   auto ctx = std::make_shared<evalcli::run_context>();
   ctx->timing.correctness_trials = o.trials;
@@ -216,6 +244,8 @@ int main(int argc, char** argv) {
   evalcli::session_options session;
   session.model = o.model;
   session.output_dir = o.output;
+  session.cluster = cluster;
+  session.cluster_settings = evalcli::verdict_settings(*run);
   if (!o.generations.empty()) {
     if (auto err = evalcli::plan_generations(o, plan, info))
       return fail(err);
@@ -302,6 +332,8 @@ int main(int argc, char** argv) {
     return fail(ctx->failure);
 
   // Aggregate, write results.json and report.html, log to TensorBoard.
+  if (!ctx->evaluated_on.empty())
+    info.evaluator = ctx->evaluated_on;
   info.finished = report::utc_now();
   info.wall_seconds =
     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -318,6 +350,21 @@ int main(int argc, char** argv) {
                 path->c_str());
   }
   evalcli::print_summary(metrics, info.reference);
+  if (cluster) {
+    std::map<std::string, size_t> per_node;
+    size_t sent_again = 0;
+    for (auto& r : records) {
+      if (!r.node.empty())
+        ++per_node[r.node];
+      sent_again += r.retries > 0 ? 1 : 0;
+    }
+    std::string line;
+    for (auto& [node, n] : per_node)
+      line += (line.empty() ? "" : ", ") + node + " " + std::to_string(n);
+    std::printf("kbrl-eval: samples per evaluator node: %s; %zu sent again after their node was "
+                "lost\n",
+                line.empty() ? "none" : line.c_str(), sent_again);
+  }
   std::printf("kbrl-eval: wrote %s and %s\n", (out_dir / "results.json").c_str(),
               (out_dir / "report.html").c_str());
   return 0;

@@ -321,6 +321,10 @@ const std::vector<setting>& all_settings() {
      "check).", {}, 1},
     {"eval.cache_dir", setting_kind::string, "\"\"",
      "Folder of caches shared by runs (reference timings); empty: <run.dir>/.cache."},
+    {"eval.manifest", setting_kind::string, "\"\"",
+     "kbrl-eval only: a cluster manifest whose evaluator nodes (running kbrl-node --role "
+     "evaluator) evaluate its candidates, as many at once as they have evaluators (the same as "
+     "kbrl-eval --manifest); empty: evaluate in kbrl-eval's own process (--gpu)."},
     {"eval.rules_off", setting_kind::string_list, "[]",
      "Static-check rule ids to switch off for this run (kbrl-eval-kernel --list-rules lists them)."},
     {"eval.rules_warn", setting_kind::string_list, "[]",

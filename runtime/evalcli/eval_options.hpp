@@ -22,6 +22,8 @@ struct eval_options {
   bool turns_given = false;
   std::string backend = "cuda", precision = "fp32";
   std::vector<int> gpus;   ///< one evaluator per device; none: one CPU evaluator
+  /// --manifest (or eval.manifest): evaluate on this cluster's evaluator nodes; "" = locally.
+  std::string manifest;
   int sampler_gpu = -2;    ///< -2: the first of gpus, else the CPU; -1: the CPU
   int builders = -1;       ///< -1: eval.build_workers
   int32_t trials = 5, perf_trials = 100;

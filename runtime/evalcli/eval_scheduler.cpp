@@ -1,6 +1,7 @@
 #include "runtime/evalcli/eval_scheduler.hpp"
 
 #include "messages/errors.hpp"
+#include "runtime/evalcli/cluster_dispatch.hpp"
 #include "runtime/eval/answer_parsing.hpp"
 #include "runtime/eval/eval_engine.hpp"
 #include "runtime/episode/answer_format.hpp"
@@ -40,9 +41,30 @@ public:
     : self_(self), ctx_(std::move(ctx)), evaluators_(std::move(evaluators)),
       sampler_(std::move(sampler)), notify_(std::move(notify)) {
     history_.resize(ctx_->items.size());
+    if (!evaluators_->cluster.empty()) {
+      // Far beyond what a node's own supervisor allows an evaluation (it answers a hung one
+      // itself after timeout_s plus its margin): only a node that stopped answering hits it.
+      auto timeout = std::chrono::milliseconds(
+        static_cast<int64_t>((2 * ctx_->timing.timeout_s + 120) * 1000));
+      cluster_ = std::make_shared<cluster_dispatch>(self_, evaluators_->cluster, timeout);
+    }
+  }
+
+  /// A down message of the scheduler actor: an evaluator node's supervisor (cluster runs).
+  void on_down(const caf::down_msg& msg) {
+    if (cluster_)
+      cluster_->on_down(msg);
+  }
+
+  /// The cluster dispatch's delayed tick.
+  void on_tick() {
+    if (cluster_)
+      cluster_->on_tick();
   }
 
   void start() {
+    if (cluster_)
+      cluster_->start();
     for (size_t i = 0; i < ctx_->items.size(); ++i) {
       auto& item = ctx_->items[i];
       if (item.missing) {
@@ -95,8 +117,13 @@ private:
     auto& item = ctx_->items[i];
     ++ctx_->recorded;
     auto turn_text = item.turns > 1 || turn > 0 ? " turn " + std::to_string(turn) : std::string();
-    std::printf("[%zu/%zu] %s sample %d%s: %s%s\n", ctx_->recorded, ctx_->expected,
-                r.problem.c_str(), item.sample, turn_text.c_str(), verdict_line(r).c_str(), note);
+    std::string where;
+    if (cluster_ && !r.node.empty())
+      where = " [" + r.node
+              + (r.retries > 0 ? ", sent again " + std::to_string(r.retries) + "x" : "") + "]";
+    std::printf("[%zu/%zu] %s sample %d%s: %s%s%s\n", ctx_->recorded, ctx_->expected,
+                r.problem.c_str(), item.sample, turn_text.c_str(), verdict_line(r).c_str(),
+                where.c_str(), note);
     auto id = r.problem;
     auto done = ctx_->ledger->add(std::move(r));
     if (!done)
@@ -104,6 +131,14 @@ private:
     else if (*done)
       std::printf("  %s finished\n", id.c_str());
     std::fflush(stdout);
+    finish_if_done();
+  }
+
+  /// The run cannot go on: nothing more is filed; what is on disk stays for a re-run.
+  void stop(const std::string& why) {
+    if (ctx_->failure.empty())
+      ctx_->failure = why + "\nthe problems finished so far are kept in " + ctx_->output_dir
+                      + ": run the same command again to continue";
     finish_if_done();
   }
 
@@ -132,6 +167,20 @@ private:
     req.task = p;
     req.timing = ctx_->timing;
     req.trace = p.id + " sample " + std::to_string(item.sample);
+    if (cluster_) {
+      auto me = shared_from_this();
+      cluster_->submit(std::move(req), [me, then, base](caf::expected<dispatched_verdict> d) mutable {
+        if (!d)
+          return me->stop(describe(d.error()));
+        report::take_verdict(base, d->verdict);
+        base.node = d->node;
+        if (base.evaluator.empty())
+          base.evaluator = d->node;
+        base.retries = d->retries;
+        then(std::move(base), &d->verdict);
+      });
+      return;
+    }
     self_->request(evaluators_->get(), caf::infinite, evaluate_atom::value, std::move(req))
       .then(
         [then, base](eval_result& v) mutable {
@@ -353,6 +402,7 @@ private:
   std::shared_ptr<lazy_evaluators> evaluators_;
   sampler_actor sampler_;
   caf::actor notify_;
+  std::shared_ptr<cluster_dispatch> cluster_; ///< --manifest runs; null: the local supervisor
   std::deque<size_t> to_generate_;
   size_t generating_ = 0;
   std::vector<std::vector<episode::previous_turn>> history_; ///< per item (episodes only)
@@ -378,8 +428,10 @@ caf::behavior eval_scheduler(caf::event_based_actor* self, std::shared_ptr<run_c
                              caf::actor notify) {
   auto s = std::make_shared<scheduler>(self, std::move(ctx), std::move(evaluators),
                                        std::move(sampler), std::move(notify));
+  self->set_down_handler([s](caf::down_msg& msg) { s->on_down(msg); });
   s->start();
-  return {[s](done_atom) {}}; // the behaviour owns the scheduler
+  // The behaviour owns the scheduler.
+  return {[s](done_atom) {}, [s](tick_atom) { s->on_tick(); }};
 }
 
 } // namespace kbrl::evalcli

@@ -26,6 +26,7 @@
 // is the same code: runtime/episode/prompts.hpp and parse_answer.
 
 #include "messages/interfaces.hpp"
+#include "runtime/evalcli/cluster_evaluators.hpp"
 #include "runtime/evalcli/prompt_maker.hpp"
 #include "runtime/evalcli/turn_log.hpp"
 #include "runtime/evalcli/work_plan.hpp"
@@ -42,10 +43,13 @@
 namespace kbrl::evalcli {
 
 /// The evaluator supervisor, spawned when the first candidate needs it: a run whose answers hold
-/// no program (format failures) starts no worker process at all.
+/// no program (format failures) starts no worker process at all. With a cluster (--manifest),
+/// the evaluations go to the cluster's evaluator nodes instead (cluster_dispatch.hpp) and no
+/// local supervisor is spawned.
 struct lazy_evaluators {
   std::function<evaluator_supervisor_actor()> spawn;
   evaluator_supervisor_actor handle;
+  std::vector<remote_evaluator_node> cluster; ///< --manifest: the evaluator nodes reached
 
   evaluator_supervisor_actor get() {
     if (!handle)
@@ -68,7 +72,9 @@ struct run_context {
   size_t generation_limit = 64;   ///< completions in flight at once
   size_t expected = 0;            ///< records this invocation files (restored ones included)
   size_t recorded = 0;
-  std::string failure;            ///< set when the run cannot go on (a file cannot be written)
+  std::string evaluated_on;       ///< --manifest runs: the nodes reached (describe_cluster())
+  std::string failure;            ///< set when the run cannot go on (a file cannot be written,
+                                  ///< every evaluator node of the cluster is lost)
 };
 
 /// Done: every expected record is filed, or ctx->failure says why the run stopped.
@@ -76,7 +82,9 @@ using done_atom = caf::atom_constant<caf::atom("done")>;
 
 /// The scheduler's behaviour: spawn with sys.spawn(eval_scheduler, ctx, evaluators, sampler,
 /// notify); it sends `done` to `notify` and quits when finished. `sampler` may be null when
-/// nothing is to be drawn.
+/// nothing is to be drawn. With evaluators->cluster, evaluations go to those nodes: at most as
+/// many at once per node as it has evaluators, re-sent elsewhere when a node is lost (the
+/// record's `retries`); when none is left, ctx->failure says so and the run stops.
 caf::behavior eval_scheduler(caf::event_based_actor* self, std::shared_ptr<run_context> ctx,
                              std::shared_ptr<lazy_evaluators> evaluators, sampler_actor sampler,
                              caf::actor notify);

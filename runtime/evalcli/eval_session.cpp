@@ -6,6 +6,8 @@
 #include "messages/type_ids.hpp"
 
 #include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <caf/openssl/all.hpp>
 
 #include <atomic>
 #include <csignal>
@@ -59,12 +61,44 @@ caf::error run_session(std::shared_ptr<run_context> ctx, const evaluator_setup& 
                        const session_options& o) {
   caf::actor_system_config cfg;
   register_message_types(cfg);
+  if (o.cluster) {
+    // A client of the cluster, as kbrl-shell: it connects to nodes, it publishes nothing.
+    cfg.load<caf::io::middleman>();
+    auto& sec = o.cluster->security;
+    if (sec.tls()) {
+      if (sec.shell_certificate.empty() || sec.shell_key.empty())
+        return make_error(errc::invalid_config,
+                          o.cluster->path + ": the cluster uses TLS; kbrl-eval presents the "
+                                            "[shell] certificate and key, which it does not set");
+      cfg.load<caf::openssl::manager>();
+      cfg.openssl_cafile = sec.ca_file;
+      cfg.openssl_certificate = sec.shell_certificate;
+      cfg.openssl_key = sec.shell_key;
+    }
+  }
   caf::actor_system sys{cfg};
+  std::vector<remote_evaluator_node> evaluators_cluster; // handles go before the system
+  if (o.cluster) {
+    auto found = find_cluster_evaluators(sys, *o.cluster, o.cluster_settings,
+                                         std::chrono::seconds(10));
+    if (!found)
+      return found.error();
+    for (auto& w : found->warnings)
+      std::fprintf(stderr, "kbrl-eval: warning: %s; going on without it\n", w.c_str());
+    ctx->evaluated_on = describe_cluster(o.cluster->name, *found);
+    size_t slots = 0;
+    for (auto& n : found->nodes)
+      slots += n.evaluators.size();
+    std::printf("kbrl-eval: evaluating on %s - %zu at once\n", ctx->evaluated_on.c_str(), slots);
+    std::fflush(nullptr);
+    evaluators_cluster = std::move(found->nodes);
+  }
   actor_stats sup_stats;
   sup_stats.name = "kbrl-eval/evaluator-supervisor";
   sup_stats.node = "kbrl-eval";
   sup_stats.role = "evaluator-supervisor";
   auto evaluators = std::make_shared<lazy_evaluators>();
+  evaluators->cluster = std::move(evaluators_cluster);
   evaluators->spawn = [&sys, sup_stats, &ev] {
     return sys.spawn(evaluator_supervisor, sup_stats, ev.supervision, ev.slots,
                      ev.builder_engine);
@@ -128,6 +162,7 @@ caf::error run_session(std::shared_ptr<run_context> ctx, const evaluator_setup& 
     caf::anon_send_exit(evaluators->handle, caf::exit_reason::user_shutdown);
   evaluators->handle = nullptr;
   evaluators->spawn = nullptr;
+  evaluators->cluster.clear();
   return failure;
 }
 

@@ -165,6 +165,18 @@ struct field_reader {
     }
     return std::string(v);
   }
+  /// "" when absent; an error when present and not a string.
+  std::string optional_text(const char* key) {
+    if (obj[key].error() == simdjson::NO_SUCH_FIELD)
+      return {};
+    return text(key);
+  }
+  /// 0 when absent; an error when present and not an integer.
+  int64_t optional_integer(const char* key) {
+    if (obj[key].error() == simdjson::NO_SUCH_FIELD)
+      return 0;
+    return integer(key);
+  }
   int64_t integer(const char* key) {
     int64_t v = 0;
     if (obj[key].get(v))
@@ -244,6 +256,10 @@ caf::expected<sample_record> read_record(element e, const std::string& where) {
   r.evaluator_seconds = f.real("evaluator_seconds");
   r.completion_tokens = static_cast<int32_t>(f.integer("completion_tokens"));
   r.finish = f.text("finish");
+  // Written since evaluation on a cluster; folders of earlier versions lack them.
+  r.node = f.optional_text("node");
+  r.evaluator = f.optional_text("evaluator");
+  r.retries = static_cast<int32_t>(f.optional_integer("retries"));
   if (!f.error.empty())
     return make_error(errc::invalid_argument, f.error);
   return r;
@@ -351,6 +367,9 @@ void write_record(json_writer& w, const sample_record& r) {
     .field("evaluator_seconds", r.evaluator_seconds)
     .field("completion_tokens", r.completion_tokens)
     .field("finish", clean(r.finish))
+    .field("node", clean(r.node))
+    .field("evaluator", clean(r.evaluator))
+    .field("retries", r.retries)
     .end_object();
 }
 

@@ -43,6 +43,14 @@ struct sample_record {
   double evaluator_seconds = 0; ///< on the evaluator, from request to verdict
   int32_t completion_tokens = 0;///< --model runs: tokens the model generated
   std::string finish;           ///< --model runs: why the completion ended (stop_token, length, ...)
+  /// Where it was evaluated: the node ("kbrl-eval" for kbrl-eval's own evaluators, else the
+  /// cluster manifest's node name) and the evaluator actor ("ev1/evaluator.0"); "" when no
+  /// evaluator saw it (format failures, missing files) or in folders written before they existed.
+  std::string node;
+  std::string evaluator;
+  /// Times the candidate was sent again because the evaluator node holding it was lost (its
+  /// process or connection gone) before it answered; 0 when evaluated on the first try.
+  int32_t retries = 0;
 };
 
 /// The speedup over the torch.compile reference, 0 when either side was not timed.
@@ -65,6 +73,8 @@ inline void take_verdict(sample_record& r, const eval_result& v) {
   r.hack_flags = v.hack_flags;
   r.error_excerpt = v.error_excerpt;
   r.evaluator_seconds = v.total_seconds;
+  r.evaluator = v.evaluator;
+  r.node = v.evaluator.substr(0, v.evaluator.find('/'));
 }
 
 } // namespace kbrl::report

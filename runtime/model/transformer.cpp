@@ -2,10 +2,13 @@
 
 #include "messages/errors.hpp"
 #include "runtime/model/attention.hpp"
+#include "runtime/model/fused_ops.hpp"
 #include "runtime/model/model_files.hpp"
 #include "runtime/model/safetensors_checkpoint.hpp"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+#include <c10/core/InferenceMode.h>
 
 #include <algorithm>
 #include <cctype>
@@ -54,6 +57,25 @@ private:
   const safetensors_checkpoint& checkpoint_;
   const transformer_options& options_;
 };
+
+/// Whether from_checkpoint stacks the q/k/v and gate/up weights for the fused inference path:
+/// wherever that path may run. A CPU model stays as the checkpoint has it (a float32 one a view
+/// of the mapped file).
+bool lay_out_for_fused_inference(const transformer_options& o) {
+  return o.inference == inference_path::fused
+         || (o.inference == inference_path::automatic && o.device.is_cuda());
+}
+
+/// True when some linear layer of `layers` draws LoRA dropout masks.
+bool any_lora_dropout(const std::vector<decoder_layer>& layers) {
+  for (const auto& l : layers)
+    for (const auto* p : {&l.self_attn.q_proj, &l.self_attn.k_proj, &l.self_attn.v_proj,
+                          &l.self_attn.o_proj, &l.mlp.gate_proj, &l.mlp.up_proj,
+                          &l.mlp.down_proj})
+      if (p->lora.defined() && p->lora.dropout > 0 && p->lora.dropout_generator.defined())
+        return true;
+  return false;
+}
 
 int64_t bytes_of(const at::Tensor& t) {
   return t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : 0;
@@ -154,6 +176,13 @@ caf::expected<transformer> transformer::from_checkpoint(const model_config& conf
     d.mlp.gate_proj = r.linear(mlp + "gate_proj", config.mlp_bias);
     d.mlp.up_proj = r.linear(mlp + "up_proj", config.mlp_bias);
     d.mlp.down_proj = r.linear(mlp + "down_proj", config.mlp_bias);
+    if (!r.error && lay_out_for_fused_inference(options)) {
+      // One allocation each, the separate weights views into it: no memory is added.
+      a.qkv_weight = fuse_rows({&a.q_proj.weight, &a.k_proj.weight, &a.v_proj.weight});
+      a.qkv_bias = fuse_rows({&a.q_proj.bias, &a.k_proj.bias, &a.v_proj.bias});
+      d.mlp.gate_up_weight = fuse_rows({&d.mlp.gate_proj.weight, &d.mlp.up_proj.weight});
+      d.mlp.gate_up_bias = fuse_rows({&d.mlp.gate_proj.bias, &d.mlp.up_proj.bias});
+    }
     m.layers_.push_back(std::move(d));
   }
   m.norm_ = r.get("model.norm.weight");
@@ -238,6 +267,8 @@ at::Tensor transformer::forward(const at::Tensor& ids, const at::Tensor& positio
                 "transformer::forward: key_len ", cache.key_len, " outside [1, ",
                 cache.cache->max_len(), "]");
   }
+  if (uses_fused_inference())
+    return forward_inference(ids, positions, mask, cache);
   auto h = embed(ids);
   const auto rot = rotary(positions);
   // Every layer attends with the same mask: fold it for the head groups once, not per layer.
@@ -246,6 +277,75 @@ at::Tensor transformer::forward(const at::Tensor& ids, const at::Tensor& positio
   for (int64_t i = 0; i < static_cast<int64_t>(layers_.size()); ++i)
     h = run_layer(i, h, rot, positions, folded, cache);
   return final_norm(h);
+}
+
+// ---- the inference path ------------------------------------------------------------------------
+
+bool transformer::uses_fused_inference() const {
+  switch (options_.inference) {
+  case inference_path::unfused:
+    return false;
+  case inference_path::automatic:
+    // InferenceMode, not a mere NoGradGuard: a learner's no-grad passes (KL reference, eval
+    // loss) must compute exactly what its gradient passes compute.
+    if (!c10::InferenceMode::is_enabled() || !options_.device.is_cuda()
+        || !fused_kernels_compiled_in() || options_.dtype == at::kDouble)
+      return false;
+    break;
+  case inference_path::fused:
+    if (at::GradMode::is_enabled())
+      return false;
+    break;
+  }
+  // Dropout masks are drawn in run_layer()'s order from the layer's generator: keep that path.
+  return !any_lora_dropout(layers_);
+}
+
+at::Tensor transformer::forward_inference(const at::Tensor& ids, const at::Tensor& positions,
+                                          const at::Tensor& mask, const cache_span& cache) const {
+  at::Tensor residual = embed(ids), pending;
+  const auto rot = rotary(positions);
+  const auto folded = fold_attention_mask(
+    mask, config_.num_attention_heads / config_.num_key_value_heads);
+  for (int64_t i = 0; i < static_cast<int64_t>(layers_.size()); ++i)
+    run_layer_inference(i, residual, pending, rot, positions, folded, cache);
+  // The last layer's MLP output joins the residual inside the final norm.
+  return add_rms_norm(residual, pending, norm_, config_.rms_norm_eps).normed;
+}
+
+void transformer::run_layer_inference(int64_t index, at::Tensor& residual, at::Tensor& pending,
+                                      const rotary_embedding& rotary,
+                                      const at::Tensor& positions, const at::Tensor& mask,
+                                      const cache_span& cache) const {
+  const auto& layer = layers_.at(index);
+  const auto& attn = layer.self_attn;
+  const int64_t batch = residual.size(0), seq = residual.size(1);
+  const int64_t heads = config_.num_attention_heads, dim = config_.head_dim;
+  const double eps = config_.rms_norm_eps;
+
+  auto [h, x] = add_rms_norm(residual, pending, layer.input_layernorm, eps);
+  const auto qkv = fused_projection(x, attn.qkv_weight, attn.qkv_bias,
+                                    {&attn.q_proj, &attn.k_proj, &attn.v_proj});
+  at::Tensor cache_keys, cache_values;
+  if (cache.cache != nullptr) {
+    cache_keys = cache.cache->keys(index).narrow(0, cache.first_slot, batch);
+    cache_values = cache.cache->values(index).narrow(0, cache.first_slot, batch);
+  }
+  auto in = rope_qkv(qkv, {heads, config_.num_key_value_heads, dim}, rotary, attn.q_norm,
+                     attn.k_norm, eps, positions, cache_keys, cache_values);
+  if (cache.cache != nullptr) {
+    in.keys = in.keys.narrow(2, 0, cache.key_len);
+    in.values = in.values.narrow(2, 0, cache.key_len);
+  }
+  const auto out = grouped_attention(in.q, in.keys, in.values, mask) // [batch, heads, seq, dim]
+                     .transpose(1, 2)
+                     .reshape({batch, seq, heads * dim});
+  auto [h2, y] = add_rms_norm(h, attn.o_proj.forward(out), layer.post_attention_layernorm, eps);
+  const auto& mlp = layer.mlp;
+  const auto gate_up = fused_projection(y, mlp.gate_up_weight, mlp.gate_up_bias,
+                                        {&mlp.gate_proj, &mlp.up_proj});
+  pending = mlp.down_proj.forward(swiglu(gate_up));
+  residual = h2;
 }
 
 at::Tensor transformer::logits(const at::Tensor& hidden) const {

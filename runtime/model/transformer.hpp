@@ -23,6 +23,12 @@
 // weights are plain tensors without requires_grad, so autograd through forward() reaches only
 // LoRA factors that require grad.
 //
+// Inference (c10::InferenceMode on a CUDA device, see inference_path) runs the same network
+// through forward_inference(): residual add + RMSNorm, RoPE + kv-cache write and SwiGLU as single
+// kernels, q|k|v and gate|up as single GEMMs over weights stacked at load (fused_ops.hpp), about
+// a dozen kernels per layer instead of ~40. run_layer() stays the reference and the training
+// path; the two agree to rounding (bit for bit but for float32 sum order and GEMM shapes).
+//
 // A transformer is not thread-safe while an adapter is attached or detached; forward() itself
 // only reads the weights (and writes the kv_cache it is given).
 
@@ -43,6 +49,23 @@ namespace kbrl::model {
 
 class safetensors_checkpoint;
 
+/// Which computation forward() runs for inference. With autograd on, forward() always runs
+/// run_layer().
+enum class inference_path {
+  /// `fused` inside c10::InferenceMode (the generation engine, its CUDA graphs, the retrieval
+  /// embedder) on a CUDA device in float32 / float16 / bfloat16 where the fused kernels are
+  /// compiled in (fused_ops.hpp); `unfused` elsewhere: the CPU, and a learner's passes under a
+  /// mere NoGradGuard (KL reference, eval loss), which must compute exactly what its gradient
+  /// passes compute.
+  automatic,
+  /// Always run_layer(), the reference composition.
+  unfused,
+  /// run_layer_inference() whenever autograd is off (GradMode disabled): the fused operations,
+  /// each falling back to its libtorch composition where its kernel cannot run (how the CPU
+  /// tests check the fused structure).
+  fused,
+};
+
 /// Where and in which precision the model runs.
 struct transformer_options {
   /// Device of the weights and activations. Default: the CPU.
@@ -52,6 +75,10 @@ struct transformer_options {
   /// compute in float32 inside (float64 for a float64 model), as transformers does. Default
   /// float32.
   at::ScalarType dtype = at::kFloat;
+  /// What forward() runs without autograd (see inference_path). Default automatic. Where the
+  /// fused path may run (a CUDA device, or `fused`), from_checkpoint lays the q/k/v and the
+  /// gate/up weights out side by side (attention_block::qkv_weight, mlp_block::gate_up_weight).
+  inference_path inference = inference_path::automatic;
 };
 
 /// The LoRA term of one linear layer: y += scaling * (dropout(x) A^T) B^T. Undefined tensors:
@@ -84,11 +111,19 @@ struct linear_layer {
 struct attention_block {
   linear_layer q_proj, k_proj, v_proj, o_proj;
   at::Tensor q_norm, k_norm; ///< [head_dim] (qwen3), else undefined
+  /// q_proj, k_proj and v_proj's weights (biases) stacked in one tensor, [q + 2 kv rows, in],
+  /// the three weights being narrow() views of it (no extra memory), so the inference path
+  /// runs one GEMM. Undefined where the model was not laid out so (the CPU). Whoever replaces
+  /// one of the three weights breaks the aliasing; the inference path checks it (rows_of) and
+  /// then runs three GEMMs again.
+  at::Tensor qkv_weight, qkv_bias;
 };
 
 /// mlp of one layer.
 struct mlp_block {
   linear_layer gate_proj, up_proj, down_proj;
+  /// gate_proj and up_proj's weights (biases) stacked, as attention_block::qkv_weight.
+  at::Tensor gate_up_weight, gate_up_bias;
 };
 
 /// One decoder layer.
@@ -156,6 +191,13 @@ public:
                        const cache_span& cache = {}) const;
   at::Tensor final_norm(const at::Tensor& hidden) const;
 
+  /// True when forward() would run the fused inference path now: the options' inference_path
+  /// allows it in the current autograd mode (see there) and no LoRA term draws dropout masks.
+  bool uses_fused_inference() const;
+  /// Switches what forward() runs without autograd (tests and benchmarks compare the paths on
+  /// one model). The weight layout stays as loaded.
+  void set_inference_path(inference_path path) { options_.inference = path; }
+
   /// The layers, for reading and for attaching LoRA factors.
   const std::vector<decoder_layer>& layers() const { return layers_; }
 
@@ -181,6 +223,17 @@ public:
   int64_t weight_bytes() const;
 
 private:
+  /// forward() without autograd, through the fused operations (fused_ops.hpp).
+  at::Tensor forward_inference(const at::Tensor& ids, const at::Tensor& positions,
+                               const at::Tensor& mask, const cache_span& cache) const;
+  /// Layer `index` on the inference path. The residual stream arrives as `residual` plus
+  /// `pending` (the previous layer's MLP output, undefined before the first layer): the add is
+  /// fused into this layer's first RMSNorm. Leaves the new residual in `residual` and this
+  /// layer's MLP output in `pending`.
+  void run_layer_inference(int64_t index, at::Tensor& residual, at::Tensor& pending,
+                           const rotary_embedding& rotary, const at::Tensor& positions,
+                           const at::Tensor& mask, const cache_span& cache) const;
+
   model_config config_;
   transformer_options options_;
   std::vector<int64_t> eos_token_ids_;

@@ -1,0 +1,41 @@
+// The launcher of add_rms_norm_kernel.cuh for each element type (fused_kernels.hpp).
+
+#include "runtime/model/cuda/add_rms_norm_kernel.cuh"
+
+namespace kbrl::model::cuda {
+
+namespace {
+
+template <class T>
+cudaError_t launch(const void* x, const void* delta, void* residual_out, void* normed_out,
+                   const void* weight, int64_t rows, int64_t dim, float eps, cudaStream_t stream) {
+  if (rows <= 0 || dim <= 0)
+    return cudaSuccess;
+  if (rows > 0x7fffffffLL)
+    return cudaErrorInvalidValue;
+  const int threads = warp_multiple(dim, 512);
+  add_rms_norm_kernel<T><<<static_cast<unsigned>(rows), threads, 0, stream>>>(
+    static_cast<const T*>(x), static_cast<const T*>(delta),
+    delta != nullptr ? static_cast<T*>(residual_out) : nullptr, static_cast<T*>(normed_out),
+    static_cast<const T*>(weight), dim, eps);
+  return cudaGetLastError();
+}
+
+} // namespace
+
+cudaError_t add_rms_norm(element_type type, const void* x, const void* delta, void* residual_out,
+                         void* normed_out, const void* weight, int64_t rows, int64_t dim,
+                         float eps, cudaStream_t stream) {
+  switch (type) {
+  case element_type::f32:
+    return launch<float>(x, delta, residual_out, normed_out, weight, rows, dim, eps, stream);
+  case element_type::f16:
+    return launch<__half>(x, delta, residual_out, normed_out, weight, rows, dim, eps, stream);
+  case element_type::bf16:
+    return launch<__nv_bfloat16>(x, delta, residual_out, normed_out, weight, rows, dim, eps,
+                                 stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+} // namespace kbrl::model::cuda

@@ -1,0 +1,238 @@
+// Runs the fused inference kernels (runtime/model/cuda/*_kernel.cuh) on the CPU through
+// emulated_device.hpp and compares them with the libtorch compositions they replace (CPU
+// libtorch): indexing, strides, cache positions, partial warps, q/k norm, GQA, in every element
+// type. The kernels' real home is a GPU (test/test_fused_ops.cpp there); this catches their
+// logic errors on a machine without one. Build and run: bash test/cuda_emulation/run.sh
+// Exit status: the number of failed checks.
+
+#include "emulated_device.hpp"
+
+#include "runtime/model/cuda/add_rms_norm_kernel.cuh"
+#include "runtime/model/cuda/rope_qkv_kernel.cuh"
+#include "runtime/model/cuda/swiglu_kernel.cuh"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cstdio>
+#include <string>
+
+namespace k = kbrl::model::cuda;
+
+namespace {
+
+int failures = 0, checks = 0;
+
+void check(bool ok, const std::string& what) {
+  ++checks;
+  if (!ok) {
+    ++failures;
+    std::printf("FAIL %s\n", what.c_str());
+  }
+}
+
+void check_close(const at::Tensor& got, const at::Tensor& want, double rel, const std::string& what) {
+  if (got.sizes() != want.sizes()) {
+    check(false, what + ": shapes differ");
+    return;
+  }
+  const auto g = got.to(at::kDouble), w = want.to(at::kDouble);
+  const double scale = std::max(w.abs().max().item<double>(), 1e-6);
+  const double diff = (g - w).abs().max().item<double>();
+  check(diff <= rel * scale, what + ": max |diff| " + std::to_string(diff) + " > "
+                               + std::to_string(rel * scale));
+}
+
+void check_equal(const at::Tensor& got, const at::Tensor& want, const std::string& what) {
+  check(got.sizes() == want.sizes() && at::equal(got, want), what + ": not equal");
+}
+
+at::Tensor randn(std::vector<int64_t> shape, uint64_t seed, at::ScalarType t) {
+  auto gen = at::detail::createCPUGenerator(seed);
+  return at::randn(shape, gen, at::TensorOptions(at::kFloat)).to(t);
+}
+
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  const auto wide = x.to(at::promote_types(x.scalar_type(), at::kFloat));
+  const auto normed = wide * at::rsqrt(wide.pow(2).mean(-1, true) + eps);
+  return weight * normed.to(x.scalar_type());
+}
+
+at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  const int64_t half = x.size(-1) / 2;
+  const auto rotated = at::cat({x.narrow(-1, half, half).neg(), x.narrow(-1, 0, half)}, -1);
+  return x * cos.unsqueeze(1) + rotated * sin.unsqueeze(1);
+}
+
+template <class T>
+T* ptr(const at::Tensor& t) {
+  return reinterpret_cast<T*>(t.data_ptr());
+}
+
+std::string name_of(at::ScalarType t) { return c10::toString(t); }
+
+struct precision {
+  at::ScalarType dtype;
+  double rel;
+};
+// The host's 1/sqrt differs from the device's rsqrtf in the last bits and CPU libtorch's
+// reduced-precision silu rounds inside: float32 to 1e-6, bf16 / fp16 to two units in the last
+// place.
+const std::vector<precision> precisions{
+  {at::kFloat, 1e-6}, {at::kBFloat16, 1.0 / 64}, {at::kHalf, 1.0 / 512}};
+
+template <class T>
+void add_rms_norm_case(at::ScalarType t, double rel, int64_t rows, int64_t dim, bool with_delta) {
+  const std::string what = "add_rms_norm " + name_of(t) + " rows " + std::to_string(rows)
+                           + " dim " + std::to_string(dim) + (with_delta ? " +delta" : "");
+  const auto x = randn({rows, dim}, dim, t) * 3;
+  const auto delta = randn({rows, dim}, dim + 1, t);
+  const auto w = (randn({dim}, dim + 2, at::kFloat) * 0.2 + 1).to(t);
+  auto residual = at::full({rows, dim}, 7.0, at::TensorOptions(t)); // must be overwritten
+  auto normed = at::empty({rows, dim}, at::TensorOptions(t));
+  const float eps = 1e-6f;
+  emu::launch(static_cast<unsigned>(rows), k::warp_multiple(dim, 512), [&] {
+    k::add_rms_norm_kernel<T>(ptr<T>(x), with_delta ? ptr<T>(delta) : nullptr,
+                              with_delta ? ptr<T>(residual) : nullptr, ptr<T>(normed),
+                              ptr<T>(w), dim, eps);
+  });
+  const auto h = with_delta ? x + delta : x;
+  if (with_delta)
+    check_equal(residual, h, what + " residual");
+  check_close(normed, rms_norm(h, w, eps), rel, what + " normed");
+  // In place: the residual written over x.
+  if (with_delta) {
+    auto xi = x.clone();
+    emu::launch(static_cast<unsigned>(rows), k::warp_multiple(dim, 512), [&] {
+      k::add_rms_norm_kernel<T>(ptr<T>(xi), ptr<T>(delta), ptr<T>(xi), ptr<T>(normed), ptr<T>(w),
+                                dim, eps);
+    });
+    check_equal(xi, h, what + " residual in place");
+    check_close(normed, rms_norm(h, w, eps), rel, what + " normed in place");
+  }
+}
+
+template <class T>
+void swiglu_case(at::ScalarType t, double rel, int64_t rows, int64_t width, unsigned max_blocks) {
+  const std::string what = "swiglu " + name_of(t) + " rows " + std::to_string(rows) + " width "
+                           + std::to_string(width) + " blocks <= " + std::to_string(max_blocks);
+  const auto gu = randn({rows, 2 * width}, width, t) * 4;
+  auto out = at::full({rows, width}, 7.0, at::TensorOptions(t));
+  const int64_t total = rows * width;
+  const int64_t wanted = (total + 255) / 256;
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(wanted, max_blocks));
+  emu::launch(blocks, 256, [&] { k::swiglu_kernel<T>(ptr<T>(gu), ptr<T>(out), rows, width); });
+  const auto want = at::silu(gu.narrow(-1, 0, width).to(at::kFloat)).to(t)
+                    * gu.narrow(-1, width, width);
+  check_close(out, want, rel, what);
+}
+
+template <class T>
+void rope_case(at::ScalarType t, double rel, int64_t batch, int64_t seq, int64_t heads,
+               int64_t kv_heads, int64_t dim, bool normed, bool cached) {
+  const std::string what = "rope_qkv " + name_of(t) + " batch " + std::to_string(batch) + " seq "
+                           + std::to_string(seq) + " heads " + std::to_string(heads) + "/"
+                           + std::to_string(kv_heads) + " dim " + std::to_string(dim)
+                           + (normed ? " norm" : "") + (cached ? " cache" : "");
+  const int64_t width = (heads + 2 * kv_heads) * dim;
+  const auto qkv = randn({batch, seq, width}, dim, t);
+  const auto pos = at::arange(seq, at::kLong).unsqueeze(0)
+                   + 3 * at::arange(batch, at::kLong).unsqueeze(1) + 1;
+  const auto inv_freq = at::rand({dim / 2}) * 0.5;
+  const auto angles = pos.to(at::kFloat).unsqueeze(-1) * inv_freq;
+  const auto both = at::cat({angles, angles}, -1);
+  const auto cos = both.cos().to(t).contiguous(), sin = both.sin().to(t).contiguous();
+  const auto qn = (randn({dim}, 1, at::kFloat) * 0.2 + 1).to(t);
+  const auto kn = (randn({dim}, 2, at::kFloat) * 0.2 + 1).to(t);
+  const float eps = 1e-6f;
+  const int64_t max_len = 3 * batch + seq + 2;
+  // Slots 1 .. batch of a cache with one slot more on either side.
+  auto cache_k = randn({batch + 2, kv_heads, max_len, dim}, 3, t);
+  auto cache_v = randn({batch + 2, kv_heads, max_len, dim}, 4, t);
+  auto ref_k = cache_k.clone(), ref_v = cache_v.clone();
+  auto q = at::full({batch, heads, seq, dim}, 7.0, at::TensorOptions(t));
+  auto fresh_k = at::full({batch, kv_heads, seq, dim}, 7.0, at::TensorOptions(t));
+  auto fresh_v = at::full({batch, kv_heads, seq, dim}, 7.0, at::TensorOptions(t));
+  k::kv_destination kv;
+  const auto slot_k = cache_k.narrow(0, 1, batch), slot_v = cache_v.narrow(0, 1, batch);
+  const auto& keys = cached ? slot_k : fresh_k;
+  kv.keys = cached ? slot_k.data_ptr() : fresh_k.data_ptr();
+  kv.values = cached ? slot_v.data_ptr() : fresh_v.data_ptr();
+  kv.batch_stride = keys.stride(0);
+  kv.head_stride = keys.stride(1);
+  kv.position_stride = keys.stride(2);
+  const auto pos_flat = pos.contiguous();
+  kv.positions = cached ? pos_flat.data_ptr<int64_t>() : nullptr;
+  kv.position_limit = max_len;
+  k::qkv_shape s;
+  s.batch = batch;
+  s.seq = seq;
+  s.heads = heads;
+  s.kv_heads = kv_heads;
+  s.head_dim = dim;
+  s.row_stride = width;
+  emu::launch(static_cast<unsigned>(batch * seq * (heads + 2 * kv_heads)),
+              k::warp_multiple(dim / 2, 1024), [&] {
+                k::rope_qkv_kernel<T>(ptr<T>(qkv), ptr<T>(cos), ptr<T>(sin),
+                                      normed ? ptr<T>(qn) : nullptr,
+                                      normed ? ptr<T>(kn) : nullptr, eps, ptr<T>(q), kv, s);
+              });
+  // The composition.
+  auto rq = qkv.narrow(-1, 0, heads * dim).reshape({batch, seq, heads, dim});
+  auto rk = qkv.narrow(-1, heads * dim, kv_heads * dim).reshape({batch, seq, kv_heads, dim});
+  auto rv = qkv.narrow(-1, (heads + kv_heads) * dim, kv_heads * dim)
+              .reshape({batch, seq, kv_heads, dim});
+  if (normed) {
+    rq = rms_norm(rq, qn, eps);
+    rk = rms_norm(rk, kn, eps);
+  }
+  rq = apply_rotary(rq.transpose(1, 2), cos, sin);
+  rk = apply_rotary(rk.transpose(1, 2), cos, sin);
+  rv = rv.transpose(1, 2);
+  const double r = normed ? 2 * rel : 0; // without the norm: the same roundings exactly
+  auto compare = [&](const at::Tensor& got, const at::Tensor& want, const std::string& part) {
+    if (r == 0)
+      check_equal(got, want.contiguous(), what + " " + part);
+    else
+      check_close(got, want, r, what + " " + part);
+  };
+  compare(q, rq, "q");
+  if (cached) {
+    const auto where = pos.reshape({batch, 1, seq, 1}).expand({batch, kv_heads, seq, dim});
+    ref_k.narrow(0, 1, batch).scatter_(2, where, rk);
+    ref_v.narrow(0, 1, batch).scatter_(2, where, rv);
+    compare(cache_k, ref_k, "key cache");
+    check_equal(cache_v, ref_v, what + " value cache");
+  } else {
+    compare(fresh_k, rk, "keys");
+    check_equal(fresh_v, rv.contiguous(), what + " values");
+  }
+}
+
+template <class T>
+void all_cases(at::ScalarType t, double rel) {
+  for (int64_t dim : {1, 5, 33, 64, 1000, 1536})
+    for (bool d : {false, true})
+      add_rms_norm_case<T>(t, rel, 3, dim, d);
+  for (int64_t width : {1, 7, 300})
+    swiglu_case<T>(t, rel, 5, width, 4096);
+  swiglu_case<T>(t, rel, 7, 300, 2); // the grid-stride loop: 2 blocks for 8 blocks' work
+  struct shape {
+    int64_t batch, seq, heads, kv_heads, dim;
+  };
+  for (const auto& sh : std::vector<shape>{{3, 1, 12, 2, 128}, {2, 5, 3, 1, 80}, {1, 5, 4, 4, 64},
+                                           {4, 1, 2, 1, 2}, {3, 4, 6, 2, 16}})
+    for (bool normed : {false, true})
+      for (bool cached : {false, true})
+        rope_case<T>(t, rel, sh.batch, sh.seq, sh.heads, sh.kv_heads, sh.dim, normed, cached);
+}
+
+} // namespace
+
+int main() {
+  all_cases<float>(at::kFloat, precisions[0].rel);
+  all_cases<__nv_bfloat16>(at::kBFloat16, precisions[1].rel);
+  all_cases<__half>(at::kHalf, precisions[2].rel);
+  std::printf("%d of %d checks failed\n", failures, checks);
+  return failures;
+}

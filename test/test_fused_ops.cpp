@@ -1,0 +1,468 @@
+// Tests of the fused inference path (runtime/model/fused_ops.hpp, runtime/model/cuda/): each
+// fused operation against run_layer()'s libtorch composition, written out again here, and the
+// whole model's logits with the fused path on and off.
+//
+// Everywhere (CPU): the dispatch falls back to the composition (equal to it), fuse_rows() leaves
+// views that rows_of() recognises and the weights' bytes unchanged, fused_projection() equals
+// the separate layers with biases and LoRA terms, and a model forced onto the fused path
+// (inference_path::fused: fused GEMMs, pending residual, per-op fallbacks) decodes the logits and
+// fills the kv cache as run_layer() does, for qwen2 (biases), qwen3 (q/k norm) and llama, with
+// and without an adapter, with batch > 1 and positions that differ per row.
+// On a machine with CUDA (the GPU machine: ctest -R fused_ops): each kernel in float32 (tight)
+// and bfloat16 / float16 (stated tolerances) on odd shapes, GQA and per-row positions, and the
+// automatic path (fused under InferenceMode) against unfused decoding.
+
+#include <boost/test/unit_test.hpp>
+
+#include "model_fixture.hpp"
+#include "runtime/model/attention.hpp"
+#include "runtime/model/fused_ops.hpp"
+#include "runtime/model/kv_cache.hpp"
+#include "runtime/model/lora_adapter.hpp"
+#include "runtime/model/rotary.hpp"
+#include "runtime/model/transformer.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/grad_mode.h>
+#include <c10/core/InferenceMode.h>
+
+#include <cmath>
+
+using namespace kbrl::model;
+using kbrl::test::check_close;
+using kbrl::test::max_abs_diff;
+using kbrl::test::temp_dir;
+using kbrl::test::tiny_transformer;
+
+namespace {
+
+at::Tensor randn(std::vector<int64_t> shape, uint64_t seed, const at::TensorOptions& o) {
+  auto gen = at::detail::createCPUGenerator(seed);
+  return at::randn(shape, gen, at::TensorOptions(at::kFloat)).to(o);
+}
+
+/// RMSNorm weights near 1, as trained models have them.
+at::Tensor norm_weight(int64_t dim, uint64_t seed, const at::TensorOptions& o) {
+  return (randn({dim}, seed, at::TensorOptions(at::kFloat)) * 0.2 + 1.0).to(o);
+}
+
+/// Exactly equal (same shape, every element), naming `what`.
+void check_equal(const at::Tensor& a, const at::Tensor& b, const std::string& what) {
+  BOOST_REQUIRE_MESSAGE(a.sizes() == b.sizes(), what << ": shapes " << a.sizes() << " and "
+                                                     << b.sizes());
+  BOOST_CHECK_MESSAGE(at::equal(a.cpu(), b.cpu()),
+                      what << ": differ, max |difference| " << max_abs_diff(a, b));
+}
+
+/// |a - b| <= rel * max|b| (+ a tiny floor for all-zero references).
+void check_relative(const at::Tensor& a, const at::Tensor& b, double rel, const std::string& what) {
+  const double scale = std::max(b.abs().max().item<double>(), 1e-6);
+  check_close(a, b, rel * scale, what + " (scale " + std::to_string(scale) + ")");
+}
+
+/// run_layer()'s RoPE and cache write, written out: views of the projection, per-head RMSNorm
+/// (q_norm defined), apply_rotary, scatter_ into the cache at the positions.
+attention_inputs reference_rope(const at::Tensor& qkv, const qkv_layout& l,
+                                const rotary_embedding& rot, const at::Tensor& q_norm,
+                                const at::Tensor& k_norm, double eps, const at::Tensor& positions,
+                                const at::Tensor& cache_k, const at::Tensor& cache_v) {
+  const int64_t batch = qkv.size(0), seq = qkv.size(1), d = l.head_dim;
+  auto q = qkv.narrow(-1, 0, l.heads * d).reshape({batch, seq, l.heads, d});
+  auto k = qkv.narrow(-1, l.heads * d, l.kv_heads * d).reshape({batch, seq, l.kv_heads, d});
+  auto v = qkv.narrow(-1, (l.heads + l.kv_heads) * d, l.kv_heads * d)
+             .reshape({batch, seq, l.kv_heads, d});
+  if (q_norm.defined()) {
+    q = rms_norm(q, q_norm, eps);
+    k = rms_norm(k, k_norm, eps);
+  }
+  q = apply_rotary(q.transpose(1, 2), rot);
+  k = apply_rotary(k.transpose(1, 2), rot);
+  v = v.transpose(1, 2);
+  if (!cache_k.defined())
+    return {q, k, v};
+  const auto where =
+    positions.reshape({batch, 1, seq, 1}).expand({batch, l.kv_heads, seq, d});
+  cache_k.scatter_(2, where, k);
+  cache_v.scatter_(2, where, v);
+  return {q, cache_k, cache_v};
+}
+
+/// Positions [batch, seq] that differ per row: row b starts at 3 b + 1.
+at::Tensor staggered_positions(int64_t batch, int64_t seq, const at::Device& device) {
+  return (at::arange(seq, at::kLong).unsqueeze(0) + 3 * at::arange(batch, at::kLong).unsqueeze(1)
+          + 1)
+    .to(device);
+}
+
+/// A random LoRA adapter on every projection with non-zero B (so every slice gets a term).
+lora_adapter full_adapter(const model_config& config, uint64_t seed) {
+  lora_config lc;
+  lc.r = 4;
+  lc.lora_alpha = 8;
+  lc.target_modules = lora_module_names();
+  return random_lora_adapter(config, lc, seed, /*std=*/0.05);
+}
+
+/// Prefill of three sequences of different lengths into slots 0..2, then `steps` decode steps of
+/// all three together: the logits of every step, [steps + 1, 3, vocab] (the prefill's last
+/// token's logits first), and the cache it leaves.
+struct decode_run {
+  at::Tensor logits;
+  std::vector<at::Tensor> keys, values;
+};
+
+decode_run decode(const transformer& m, const at::TensorOptions& cache_options, int64_t steps) {
+  const auto device = cache_options.device();
+  const std::vector<int64_t> prompts{3, 7, 5};
+  const int64_t slots = 3, max_len = 24;
+  kv_cache cache(m.config(), slots, max_len, cache_options);
+  std::vector<at::Tensor> rows;
+  auto last = at::zeros({slots, m.config().vocab_size}, at::kFloat);
+  for (int64_t s = 0; s < slots; ++s) {
+    const auto ids = ((at::arange(prompts[s], at::kLong) * 37 + 11 * s + 5) % 250).unsqueeze(0);
+    const auto pos = at::arange(prompts[s], at::kLong).unsqueeze(0);
+    const auto hidden = m.forward(ids.to(device), pos.to(device),
+                                  cache_mask(pos, prompts[s]).to(device), {&cache, s, prompts[s]});
+    last[s].copy_(m.logits(hidden)[0][prompts[s] - 1].cpu().to(at::kFloat));
+  }
+  rows.push_back(last);
+  for (int64_t t = 0; t < steps; ++t) {
+    auto ids = at::zeros({slots, 1}, at::kLong), pos = at::zeros({slots, 1}, at::kLong);
+    for (int64_t s = 0; s < slots; ++s) {
+      ids[s][0] = (t * 53 + s * 29 + 3) % 250;
+      pos[s][0] = prompts[s] + t;
+    }
+    const int64_t key_len = 16;
+    const auto hidden = m.forward(ids.to(device), pos.to(device),
+                                  cache_mask(pos, key_len).to(device), {&cache, 0, key_len});
+    rows.push_back(m.logits(hidden).squeeze(1).cpu().to(at::kFloat));
+  }
+  decode_run out;
+  out.logits = at::stack(rows);
+  for (int64_t l = 0; l < cache.layers(); ++l) {
+    out.keys.push_back(cache.keys(l).cpu().to(at::kFloat));
+    out.values.push_back(cache.values(l).cpu().to(at::kFloat));
+  }
+  return out;
+}
+
+bool skip_without_cuda(const char* test) {
+  if (at::hasCUDA() && fused_kernels_compiled_in())
+    return false;
+  BOOST_TEST_MESSAGE((at::hasCUDA() ? "fused kernels not compiled in" : "no CUDA device")
+                     << ": " << test << " checks nothing here");
+  return true;
+}
+
+/// A dtype and the tolerance of a fused kernel against the composition, relative to the
+/// largest reference value: float32 agrees to float rounding of a reordered sum; bfloat16 and
+/// float16 to one unit in the last place of the output (2^-8, 2^-11 relative), where the
+/// reordered float32 sum tips a rounding.
+struct precision {
+  at::ScalarType dtype;
+  double rel;
+};
+const std::vector<precision> kernel_precisions{
+  {at::kFloat, 1e-6}, {at::kBFloat16, 1.0 / 128}, {at::kHalf, 1.0 / 1024}};
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(fused_ops)
+
+// ---- everywhere ----------------------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(on_the_cpu_every_op_is_the_composition) {
+  BOOST_CHECK(!fused_kernel_applies(at::zeros({2, 3})));
+  const auto o = at::TensorOptions(at::kFloat);
+  const auto x = randn({2, 3, 24}, 1, o), delta = randn({2, 3, 24}, 2, o);
+  const auto w = norm_weight(24, 3, o);
+  auto both = add_rms_norm(x, delta, w, 1e-6);
+  check_equal(both.residual, x + delta, "residual");
+  check_equal(both.normed, rms_norm(x + delta, w, 1e-6), "normed");
+  auto alone = add_rms_norm(x, at::Tensor{}, w, 1e-6);
+  BOOST_CHECK(alone.residual.is_same(x));
+  check_equal(alone.normed, rms_norm(x, w, 1e-6), "normed without delta");
+
+  const auto gate_up = randn({3, 2, 10}, 4, o);
+  check_equal(swiglu(gate_up),
+              at::silu(gate_up.narrow(-1, 0, 5)) * gate_up.narrow(-1, 5, 5), "swiglu");
+  BOOST_CHECK_THROW(swiglu(randn({2, 7}, 5, o)), c10::Error);
+
+  // GQA 4 / 2, head_dim 8, batch 2, seq 3, per-row positions, q/k norm on and off.
+  const qkv_layout l{4, 2, 8};
+  const auto qkv = randn({2, 3, (4 + 2 * 2) * 8}, 6, o);
+  const auto pos = staggered_positions(2, 3, at::kCPU);
+  const auto rot = make_rotary_embedding(at::rand({4}), pos, at::kFloat);
+  for (bool normed : {false, true}) {
+    BOOST_TEST_CONTEXT((normed ? "q/k norm" : "no q/k norm")) {
+      const auto qn = normed ? norm_weight(8, 7, o) : at::Tensor{};
+      const auto kn = normed ? norm_weight(8, 8, o) : at::Tensor{};
+      auto ck = randn({2, 2, 12, 8}, 9, o), cv = randn({2, 2, 12, 8}, 10, o);
+      auto rk = ck.clone(), rv = cv.clone();
+      const auto got = rope_qkv(qkv, l, rot, qn, kn, 1e-6, pos, ck, cv);
+      const auto want = reference_rope(qkv, l, rot, qn, kn, 1e-6, pos, rk, rv);
+      check_equal(got.q, want.q, "q");
+      check_equal(ck, rk, "cached keys");
+      check_equal(cv, rv, "cached values");
+      BOOST_CHECK(got.keys.is_same(ck));
+      const auto fresh = rope_qkv(qkv, l, rot, qn, kn, 1e-6, pos, {}, {});
+      const auto fresh_want = reference_rope(qkv, l, rot, qn, kn, 1e-6, pos, {}, {});
+      check_equal(fresh.keys, fresh_want.keys, "fresh keys");
+      check_equal(fresh.values, fresh_want.values, "fresh values");
+    }
+  }
+  BOOST_CHECK_THROW(rope_qkv(randn({2, 3, 50}, 11, o), l, rot, {}, {}, 1e-6, pos, {}, {}),
+                    c10::Error);
+}
+
+BOOST_AUTO_TEST_CASE(fused_rows_are_views_and_projections_equal_the_layers) {
+  const auto o = at::TensorOptions(at::kFloat);
+  linear_layer q{randn({8, 6}, 1, o), randn({8}, 2, o)}, k{randn({4, 6}, 3, o), randn({4}, 4, o)},
+    v{randn({4, 6}, 5, o), randn({4}, 6, o)};
+  const auto q_before = q.weight.clone(), v_bias_before = v.bias.clone();
+  const auto w = fuse_rows({&q.weight, &k.weight, &v.weight});
+  const auto b = fuse_rows({&q.bias, &k.bias, &v.bias});
+  BOOST_CHECK_EQUAL(w.size(0), 16);
+  check_equal(q.weight, q_before, "q weight after fusing");
+  check_equal(v.bias, v_bias_before, "v bias after fusing");
+  BOOST_CHECK(rows_of(w, {&q.weight, &k.weight, &v.weight}));
+  BOOST_CHECK(rows_of(b, {&q.bias, &k.bias, &v.bias}));
+  BOOST_CHECK(!rows_of(w, {&k.weight, &q.weight, &v.weight})); // order matters
+  BOOST_CHECK(!rows_of(w, {&q.weight, &k.weight}));             // must cover it
+  BOOST_CHECK(rows_of(at::Tensor{}, {&q.lora.a, &k.lora.a}));  // nothing, nothing
+  BOOST_CHECK(!fuse_rows({&q.lora.a, &k.lora.a}).defined());
+
+  const auto x = randn({2, 3, 6}, 7, o);
+  const auto separate = [&] { return at::cat({q.forward(x), k.forward(x), v.forward(x)}, -1); };
+  check_close(fused_projection(x, w, b, {&q, &k, &v}), separate(), 1e-5, "fused, no LoRA");
+  // A LoRA term on k only: added onto k's slice alone.
+  k.lora.a = randn({2, 6}, 8, o);
+  k.lora.b = randn({4, 2}, 9, o);
+  k.lora.scaling = 1.5;
+  check_close(fused_projection(x, w, b, {&q, &k, &v}), separate(), 1e-5, "fused, LoRA on k");
+  // A replaced weight breaks the aliasing: three GEMMs again, still right.
+  v.weight = randn({4, 6}, 10, o);
+  BOOST_CHECK(!rows_of(w, {&q.weight, &k.weight, &v.weight}));
+  check_close(fused_projection(x, w, b, {&q, &k, &v}), separate(), 1e-5, "after a replacement");
+}
+
+BOOST_AUTO_TEST_CASE(the_fused_path_decodes_as_run_layer_does_on_the_cpu) {
+  temp_dir dir;
+  for (const auto& arch : {"qwen2", "qwen3", "llama"}) {
+    BOOST_TEST_CONTEXT(arch) {
+      const auto config = tiny_model_config(arch);
+      auto plain = tiny_transformer(dir, config);
+      auto m = tiny_transformer(dir, config, 7, {at::kCPU, at::kFloat, inference_path::fused});
+      // The CPU model keeps the checkpoint's layout; the fused one stacks, with the same bytes.
+      BOOST_CHECK(!plain.layers()[0].self_attn.qkv_weight.defined());
+      const auto& a = m.layers()[1].self_attn;
+      BOOST_CHECK(rows_of(a.qkv_weight, {&a.q_proj.weight, &a.k_proj.weight, &a.v_proj.weight}));
+      BOOST_CHECK(rows_of(a.qkv_bias, {&a.q_proj.bias, &a.k_proj.bias, &a.v_proj.bias}));
+      BOOST_CHECK_EQUAL(a.qkv_bias.defined(), config.qkv_bias());
+      const auto& mlp = m.layers()[1].mlp;
+      BOOST_CHECK(rows_of(mlp.gate_up_weight, {&mlp.gate_proj.weight, &mlp.up_proj.weight}));
+      BOOST_CHECK_EQUAL(m.weight_bytes(), plain.weight_bytes());
+      check_equal(a.k_proj.weight, plain.layers()[1].self_attn.k_proj.weight, "k_proj weight");
+
+      // Which path runs when.
+      BOOST_CHECK(!m.uses_fused_inference()); // autograd on
+      {
+        c10::InferenceMode guard;
+        BOOST_CHECK(m.uses_fused_inference());
+        BOOST_CHECK(!plain.uses_fused_inference()); // automatic on the CPU
+      }
+      at::NoGradGuard no_grad;
+      BOOST_CHECK(m.uses_fused_inference());
+
+      for (bool adapter : {false, true}) {
+        BOOST_TEST_CONTEXT((adapter ? "with an adapter" : "base model")) {
+          if (adapter) {
+            const auto ad = full_adapter(config, 3);
+            BOOST_REQUIRE(attach_lora_adapter(m, ad));
+            BOOST_REQUIRE(attach_lora_adapter(plain, ad));
+          }
+          const auto fused = decode(m, at::kFloat, 4);
+          m.set_inference_path(inference_path::unfused);
+          BOOST_CHECK(!m.uses_fused_inference());
+          const auto unfused = decode(m, at::kFloat, 4);
+          const auto reference = decode(plain, at::kFloat, 4);
+          m.set_inference_path(inference_path::fused);
+          // Only the stacked GEMMs' summation order can differ: float32 rounding.
+          check_close(fused.logits, reference.logits, 1e-5, "fused vs run_layer logits");
+          check_close(unfused.logits, reference.logits, 1e-5, "unfused vs run_layer logits");
+          for (std::size_t l = 0; l < fused.keys.size(); ++l) {
+            check_close(fused.keys[l], reference.keys[l], 1e-5, "keys of layer " + std::to_string(l));
+            check_close(fused.values[l], reference.values[l], 1e-5,
+                        "values of layer " + std::to_string(l));
+          }
+        }
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(lora_dropout_keeps_run_layer) {
+  temp_dir dir;
+  auto m = tiny_transformer(dir, tiny_model_config("qwen2"), 7,
+                            {at::kCPU, at::kFloat, inference_path::fused});
+  auto ad = full_adapter(m.config(), 4);
+  for (auto& [name, f] : ad.modules) {
+    f.dropout = 0.1;
+    f.dropout_generator = at::detail::createCPUGenerator(1);
+  }
+  BOOST_REQUIRE(attach_lora_adapter(m, ad));
+  at::NoGradGuard no_grad;
+  BOOST_CHECK(!m.uses_fused_inference());
+}
+
+// ---- on a GPU ------------------------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(add_rms_norm_kernel_matches_the_composition) {
+  if (skip_without_cuda("add_rms_norm_kernel_matches_the_composition"))
+    return;
+  for (const auto& p : kernel_precisions)
+    for (int64_t dim : {1, 5, 64, 1000, 1536, 4099})
+      for (bool with_delta : {false, true}) {
+        BOOST_TEST_CONTEXT(c10::toString(p.dtype) << " dim " << dim
+                                                  << (with_delta ? " + delta" : "")) {
+          const auto o = at::TensorOptions(at::kCUDA).dtype(p.dtype);
+          const auto x = randn({3, 7, dim}, dim, o) * 3;
+          const auto delta = with_delta ? randn({3, 7, dim}, dim + 1, o) : at::Tensor{};
+          const auto w = norm_weight(dim, dim + 2, o);
+          const auto got = add_rms_norm(x, delta, w, 1e-6);
+          const auto residual = with_delta ? x + delta : x;
+          check_equal(got.residual, residual, "residual"); // one rounding, the same one
+          check_relative(got.normed, rms_norm(residual, w, 1e-6), p.rel, "normed");
+        }
+      }
+}
+
+BOOST_AUTO_TEST_CASE(swiglu_kernel_matches_the_composition) {
+  if (skip_without_cuda("swiglu_kernel_matches_the_composition"))
+    return;
+  for (const auto& p : kernel_precisions)
+    for (int64_t width : {1, 7, 128, 8960}) {
+      BOOST_TEST_CONTEXT(c10::toString(p.dtype) << " width " << width) {
+        const auto o = at::TensorOptions(at::kCUDA).dtype(p.dtype);
+        const auto gate_up = randn({5, 3, 2 * width}, width, o) * 4;
+        const auto want = at::silu(gate_up.narrow(-1, 0, width)) * gate_up.narrow(-1, width, width);
+        check_relative(swiglu(gate_up), want, p.rel, "silu(gate) * up");
+        // A non-contiguous input (a slice of a wider tensor) takes the same kernel.
+        const auto wide = randn({5, 2 * width + 3}, width + 1, o);
+        const auto sliced = wide.narrow(-1, 1, 2 * width);
+        check_relative(swiglu(sliced),
+                       at::silu(sliced.narrow(-1, 0, width)) * sliced.narrow(-1, width, width),
+                       p.rel, "sliced input");
+      }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(rope_qkv_kernel_matches_the_composition) {
+  if (skip_without_cuda("rope_qkv_kernel_matches_the_composition"))
+    return;
+  struct shape {
+    int64_t batch, seq, heads, kv_heads, head_dim;
+  };
+  // GQA 12/2 at Qwen2-1.5B's head_dim, 3/1 with an odd number of pairs, MHA 4/4, decode (seq
+  // 1) and prefill (seq 5), head_dim 2 (one pair: a block of one busy lane).
+  const std::vector<shape> shapes{{3, 1, 12, 2, 128}, {2, 5, 3, 1, 80}, {1, 5, 4, 4, 64},
+                                  {4, 1, 2, 1, 2},    {3, 4, 6, 2, 16}};
+  for (const auto& p : kernel_precisions)
+    for (const auto& s : shapes)
+      for (bool normed : {false, true})
+        for (bool cached : {false, true}) {
+          BOOST_TEST_CONTEXT(c10::toString(p.dtype)
+                             << " batch " << s.batch << " seq " << s.seq << " heads " << s.heads
+                             << "/" << s.kv_heads << " dim " << s.head_dim
+                             << (normed ? " q/k norm" : "") << (cached ? " cache" : "")) {
+            const auto o = at::TensorOptions(at::kCUDA).dtype(p.dtype);
+            const qkv_layout l{s.heads, s.kv_heads, s.head_dim};
+            const auto qkv =
+              randn({s.batch, s.seq, (s.heads + 2 * s.kv_heads) * s.head_dim}, s.head_dim, o);
+            const auto pos = staggered_positions(s.batch, s.seq, at::kCUDA);
+            const auto inv_freq =
+              (at::rand({s.head_dim / 2}, at::TensorOptions(at::kFloat)) * 0.5).to(at::kCUDA);
+            const auto rot = make_rotary_embedding(inv_freq, pos, p.dtype);
+            const auto qn = normed ? norm_weight(s.head_dim, 1, o) : at::Tensor{};
+            const auto kn = normed ? norm_weight(s.head_dim, 2, o) : at::Tensor{};
+            const int64_t max_len = 3 * s.batch + s.seq + 2;
+            // Two extra slots around the batch's: the kernel must touch only its own.
+            const auto cache_k = randn({s.batch + 2, s.kv_heads, max_len, s.head_dim}, 3, o);
+            const auto cache_v = randn({s.batch + 2, s.kv_heads, max_len, s.head_dim}, 4, o);
+            const auto ref_k = cache_k.clone(), ref_v = cache_v.clone();
+            const auto slot_k = cached ? cache_k.narrow(0, 1, s.batch) : at::Tensor{};
+            const auto slot_v = cached ? cache_v.narrow(0, 1, s.batch) : at::Tensor{};
+            const auto got = rope_qkv(qkv, l, rot, qn, kn, 1e-6, pos, slot_k, slot_v);
+            const auto want = reference_rope(
+              qkv, l, rot, qn, kn, 1e-6, pos, cached ? ref_k.narrow(0, 1, s.batch) : at::Tensor{},
+              cached ? ref_v.narrow(0, 1, s.batch) : at::Tensor{});
+            BOOST_CHECK(got.q.is_contiguous());
+            if (normed) {
+              check_relative(got.q, want.q, 2 * p.rel, "q");
+              check_relative(got.keys, want.keys, 2 * p.rel, "keys");
+            } else { // no reduction: the same roundings, bit for bit
+              check_equal(got.q, want.q, "q");
+              check_equal(got.keys, want.keys, "keys");
+            }
+            check_equal(got.values, want.values, "values");
+            if (cached) {
+              BOOST_CHECK(got.keys.is_same(slot_k));
+              check_equal(cache_v, ref_v, "the whole value cache");
+              check_equal(cache_k.narrow(0, 0, 1), ref_k.narrow(0, 0, 1), "slot before");
+              check_equal(cache_k.narrow(0, s.batch + 1, 1), ref_k.narrow(0, s.batch + 1, 1),
+                          "slot after");
+            }
+          }
+        }
+}
+
+BOOST_AUTO_TEST_CASE(fused_decoding_on_cuda_equals_unfused) {
+  if (skip_without_cuda("fused_decoding_on_cuda_equals_unfused"))
+    return;
+  temp_dir dir;
+  struct tolerance {
+    at::ScalarType dtype;
+    double rel; ///< on the logits, relative to the largest
+  };
+  // bfloat16: the stacked GEMMs and the RMSNorm sums round differently and the differences
+  // travel through two layers; 5 % of the logits' range, as transformer's bf16-vs-fp32 test.
+  for (const auto& t : {tolerance{at::kFloat, 1e-4}, tolerance{at::kBFloat16, 0.05}})
+    for (const auto& arch : {"qwen2", "qwen3", "llama"}) {
+      BOOST_TEST_CONTEXT(arch << " " << c10::toString(t.dtype)) {
+        auto m = tiny_transformer(dir, tiny_model_config(arch), 7, {at::kCUDA, t.dtype});
+        const auto& a = m.layers()[0].self_attn;
+        BOOST_CHECK(rows_of(a.qkv_weight, {&a.q_proj.weight, &a.k_proj.weight, &a.v_proj.weight}));
+        c10::InferenceMode guard;
+        BOOST_CHECK(m.uses_fused_inference());
+        for (bool adapter : {false, true}) {
+          BOOST_TEST_CONTEXT((adapter ? "with an adapter" : "base model")) {
+            if (adapter) {
+              auto ad = full_adapter(m.config(), 5);
+              for (auto& [name, f] : ad.modules) {
+                f.a = f.a.to(at::kCUDA, t.dtype);
+                f.b = f.b.to(at::kCUDA, t.dtype);
+              }
+              BOOST_REQUIRE(attach_lora_adapter(m, ad));
+            }
+            const auto o = at::TensorOptions(at::kCUDA).dtype(t.dtype);
+            const auto fused = decode(m, o, 5);
+            m.set_inference_path(inference_path::unfused);
+            const auto unfused = decode(m, o, 5);
+            m.set_inference_path(inference_path::automatic);
+            check_relative(fused.logits, unfused.logits, t.rel, "logits");
+            for (std::size_t l = 0; l < fused.keys.size(); ++l) {
+              check_relative(fused.keys[l], unfused.keys[l], t.rel, "keys " + std::to_string(l));
+              check_relative(fused.values[l], unfused.values[l], t.rel,
+                             "values " + std::to_string(l));
+            }
+            if (t.dtype == at::kFloat) { // the same greedy tokens at every step
+              check_equal(fused.logits.argmax(-1), unfused.logits.argmax(-1), "greedy tokens");
+            }
+          }
+        }
+      }
+    }
+}
+
+BOOST_AUTO_TEST_SUITE_END()

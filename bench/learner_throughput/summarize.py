@@ -69,9 +69,13 @@ def main():
             if default is None or "error" in d or "error" in default:
                 print("%s: no comparison (a row is missing or failed)" % name)
                 continue
-            print("%s: the default paths are %.2fx the%s row's tokens/s, memory %s vs %s GiB" % (
-                name[: -len(suffix)], default["tokens_per_s"] / d["tokens_per_s"], suffix,
-                peak_gib(default), peak_gib(d)))
+            # Same seed and samples: the losses after the last step should agree to bf16
+            # rounding, a check on the GPU that the paths compute the same training.
+            print("%s: the default paths are %.2fx the%s row's tokens/s, memory %s vs %s GiB, "
+                  "last loss %.4f vs %.4f" % (
+                      name[: -len(suffix)], default["tokens_per_s"] / d["tokens_per_s"], suffix,
+                      peak_gib(default), peak_gib(d), default.get("last_loss", float("nan")),
+                      d.get("last_loss", float("nan"))))
     one = rows.get("kbrl-1.5b-8x2048")
     for n in (2, 4):
         dp = rows.get("kbrl-1.5b-8x2048-dp%d" % n)

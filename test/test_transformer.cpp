@@ -1,6 +1,8 @@
 // Tests of the transformer: the kv cache gives the logits of a full forward, batches (padded
 // left or right, or slots of different lengths decoding together) give each sequence's own
 // logits, grouped-query attention and llama3 RoPE against independent reference computations,
+// causal attention without a mask equal to the explicit mask (right padding included), RoPE
+// against rotate_half written out, LoRA in bfloat16 against LoRA in float32,
 // LoRA adapters (B = 0 is the base model, attach/detach/swap, PEFT files, every refusal named),
 // gradients reaching only LoRA factors, bfloat16 near float32, and golden logits and greedy
 // tokens from Hugging Face transformers + peft (test/data/model/golden, made by
@@ -182,6 +184,138 @@ BOOST_AUTO_TEST_CASE(grouped_attention_matches_repeated_heads) {
   scores = scores.masked_fill(mask.logical_not(), -1e30);
   const auto want = at::matmul(at::softmax(scores, -1), v_rep);
   check_close(got, want, 1e-5, "grouped attention");
+}
+
+BOOST_AUTO_TEST_CASE(causal_attention_without_a_mask_equals_the_explicit_mask) {
+  // An undefined mask is causal attention (is_causal for the fused kernels, which on this
+  // machine's torch 1.13 is the matmul path with a mask built inside; on torch >= 2.5 SDPA with
+  // enable_gqa): the same numbers as causal_mask() of an unpadded batch, for plain and grouped
+  // heads.
+  auto gen = at::detail::createCPUGenerator(21);
+  const auto opts = at::TensorOptions(at::kFloat);
+  const int64_t batch = 2, seq = 6, dim = 8;
+  for (int64_t kv_heads : {6, 2, 1}) {
+    BOOST_TEST_CONTEXT(6 / kv_heads << " query heads per key/value head") {
+      const auto q = at::normal(0, 1, {batch, 6, seq, dim}, gen, opts);
+      const auto k = at::normal(0, 1, {batch, kv_heads, seq, dim}, gen, opts);
+      const auto v = at::normal(0, 1, {batch, kv_heads, seq, dim}, gen, opts);
+      const auto masked = grouped_attention(q, k, v, causal_mask(at::ones({batch, seq}, at::kBool)));
+      const auto causal = grouped_attention(q, k, v, at::Tensor());
+      // Same operations up to the kernel: float32 rounding only.
+      check_close(causal, masked, /*atol=*/1e-6, "causal vs explicit mask");
+      // And a later key really is hidden: changing the last value moves only the last query.
+      auto v2 = v.clone();
+      v2.select(2, seq - 1).add_(1.0);
+      const auto moved = grouped_attention(q, k, v2, at::Tensor());
+      check_close(moved.narrow(2, 0, seq - 1), causal.narrow(2, 0, seq - 1), 0, "earlier queries");
+      BOOST_CHECK_GT(max_abs_diff(moved.narrow(2, seq - 1, 1), causal.narrow(2, seq - 1, 1)), 0.1);
+    }
+  }
+  // Causal attention without a mask reads the queries' own tokens: a cache needs a mask.
+  const auto q = at::zeros({1, 2, 1, dim}), k = at::zeros({1, 2, 4, dim});
+  BOOST_CHECK_THROW(grouped_attention(q, k, k, at::Tensor()), c10::Error);
+  BOOST_CHECK(!fold_attention_mask(at::Tensor(), 3).defined());
+}
+
+BOOST_AUTO_TEST_CASE(right_padded_batches_need_no_mask) {
+  // The learner's micro-batches: right padding and no mask tensor give every real token the
+  // logits it gets with causal_mask(valid) (padding rows differ and are never read).
+  temp_dir dir;
+  c10::InferenceMode guard;
+  for (const auto& arch : archs) {
+    BOOST_TEST_CONTEXT(arch) {
+      auto m = tiny_transformer(dir, tiny_model_config(arch));
+      const std::vector<int64_t> lengths{9, 4, 6};
+      auto ids = random_ids(3, 9, 30);
+      auto valid = at::zeros({3, 9}, at::kBool);
+      for (int64_t b = 0; b < 3; ++b) {
+        valid[b].narrow(0, 0, lengths[b]).fill_(true);
+        ids[b].narrow(0, lengths[b], 9 - lengths[b]).fill_(0);
+      }
+      const auto pos = positions_of(3, 9);
+      const auto masked = m.logits(m.forward(ids, pos, causal_mask(valid)));
+      const auto causal = m.logits(m.forward(ids, pos, at::Tensor()));
+      for (int64_t b = 0; b < 3; ++b)
+        check_close(causal[b].narrow(0, 0, lengths[b]), masked[b].narrow(0, 0, lengths[b]),
+                    cache_atol, "sequence " + std::to_string(b));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(rotary_equals_rotate_half_written_out) {
+  // apply_rotary() rolls the halves and carries rotate_half's sign in its sin table; the
+  // reference here is transformers' formula, x * cos + cat(-x2, x1) * sin, with sin unsigned.
+  auto config = tiny_model_config("qwen2");
+  const int64_t dim = config.head_dim, half = dim / 2;
+  auto gen = at::detail::createCPUGenerator(22);
+  const auto positions = at::randint(0, 500, {2, 5}, gen, at::TensorOptions(at::kLong));
+  const auto inv_freq = rope_inverse_frequencies(config);
+  for (auto dtype : {at::kDouble, at::kFloat, at::kBFloat16}) {
+    BOOST_TEST_CONTEXT(c10::toString(dtype)) {
+      const auto x = at::normal(0, 0.5, {2, 3, 5, dim}, gen).to(dtype); // |x| < 2 or so
+      const auto rot = make_rotary_embedding(inv_freq, positions, dtype);
+      const auto angles = positions.to(at::kFloat).unsqueeze(-1) * inv_freq;
+      const auto both = at::cat({angles, angles}, -1);
+      const auto cos = both.cos().to(dtype).unsqueeze(1), sin = both.sin().to(dtype).unsqueeze(1);
+      const auto rotated = at::cat({x.narrow(-1, half, half).neg(), x.narrow(-1, 0, half)}, -1);
+      const auto want = x * cos + rotated * sin;
+      check_close(rot.cos, cos.squeeze(1), 0, "cos table");
+      // float32 / float64: the same products, only the addition may fuse (one rounding).
+      // bfloat16: the sum is rounded once instead of after each product; each rounding is at
+      // most half an ulp, 2^-8 for values below 2, three of them below 0.02.
+      const double atol = dtype == at::kBFloat16 ? 0.02 : 1e-6;
+      check_close(apply_rotary(x, rot), want, atol, "rotated");
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(lora_in_the_input_dtype_follows_float32_lora) {
+  // lora_factors::compute_in_input_dtype on a bfloat16 layer: the float32 factors are cast to
+  // bfloat16 instead of the input to float32. Outputs and gradients (input, A, B) stay within
+  // bfloat16 rounding of the float32 computation, and the gradients reach the float32 factors.
+  auto gen = at::detail::createCPUGenerator(23);
+  const int64_t in = 48, out = 40, r = 4;
+  linear_layer layer;
+  layer.weight = at::normal(0, 0.1, {out, in}, gen).to(at::kBFloat16);
+  layer.bias = at::normal(0, 0.1, {out}, gen).to(at::kBFloat16);
+  const auto a0 = at::normal(0, 0.2, {r, in}, gen), b0 = at::normal(0, 0.2, {out, r}, gen);
+  const auto x0 = at::normal(0, 1, {2, 7, in}, gen).to(at::kBFloat16);
+  const auto grad_y = at::normal(0, 1, {2, 7, out}, gen);
+  auto run = [&](bool in_input_dtype) {
+    auto x = x0.clone().requires_grad_(true);
+    layer.lora.a = a0.clone().requires_grad_(true);
+    layer.lora.b = b0.clone().requires_grad_(true);
+    layer.lora.scaling = 2.0;
+    layer.lora.compute_in_input_dtype = in_input_dtype;
+    auto y = layer.forward(x);
+    BOOST_CHECK(y.scalar_type() == at::kBFloat16);
+    BOOST_CHECK(y.sizes() == at::IntArrayRef({2, 7, out}));
+    y.backward(grad_y.to(at::kBFloat16));
+    BOOST_REQUIRE(layer.lora.a.grad().defined() && layer.lora.b.grad().defined());
+    BOOST_CHECK(layer.lora.a.grad().scalar_type() == at::kFloat);
+    return std::vector<at::Tensor>{y.detach(), x.grad(), layer.lora.a.grad(),
+                                   layer.lora.b.grad()};
+  };
+  const auto wide = run(false), narrow = run(true);
+  const char* names[] = {"output", "input gradient", "A gradient", "B gradient"};
+  for (int i = 0; i < 4; ++i) {
+    // bfloat16 keeps 8 bits: each rounding is within 2^-8 relative; a handful of roundings
+    // over sums of 48 or 14 terms stay under 3 % of the tensor's largest entry.
+    const double scale = wide[i].abs().max().item<double>();
+    BOOST_CHECK_GT(scale, 0.0);
+    BOOST_CHECK_MESSAGE(max_abs_diff(narrow[i], wide[i]) <= 0.03 * scale,
+                        names[i] << ": differs by " << max_abs_diff(narrow[i], wide[i])
+                                 << ", largest " << scale);
+  }
+  // Another path really ran: bfloat16 matmuls do not reproduce the float32 ones bit for bit.
+  BOOST_CHECK_GT(max_abs_diff(narrow[2], wide[2]), 0.0);
+  // Same dtype (a float32 layer): the flag changes nothing.
+  layer.weight = layer.weight.to(at::kFloat);
+  layer.bias = layer.bias.to(at::kFloat);
+  layer.lora.compute_in_input_dtype = true;
+  const auto y1 = layer.forward(x0.to(at::kFloat));
+  layer.lora.compute_in_input_dtype = false;
+  BOOST_CHECK(at::equal(y1, layer.forward(x0.to(at::kFloat))));
 }
 
 BOOST_AUTO_TEST_CASE(llama3_rope_frequencies) {

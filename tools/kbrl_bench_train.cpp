@@ -4,6 +4,7 @@
 //                    [--checkpointing on|off] [--warmup 2] [--steps 5] [--device cuda|cpu]
 //                    [--gpus 0,1] [--cpu-ranks 1] [--dtype bf16|fp32] [--micro-batch-tokens N]
 //                    [--peak-tflops 790] [--label NAME] [--out result.json]
+//                    [--lora-compute base|float32] [--attention causal|mask]
 //
 // Writes a random-initialised checkpoint of CONFIG into DIR once (reused after), loads it once
 // per device, and trains a LoRA adapter (rank --rank, alpha 2 x rank, on all linear layers,
@@ -11,7 +12,11 @@
 // replica (the first token is the prompt, the other seq - 1 are trained on: the positions a
 // causal-LM loss over seq tokens covers). --gpus runs one data-parallel replica per GPU, each
 // with its own --batch sequences (the step trains batch x replicas sequences). --warmup steps
-// are not timed; --steps are, one by one, after a device synchronisation.
+// are not timed; --steps are, one by one, after a device synchronisation. --lora-compute and
+// --attention choose between the trainer's faster paths (the defaults) and the older ones, to
+// measure each change: LoRA terms in the base dtype or in float32 (trainer_options::
+// lora_compute), causal attention without a mask tensor or through the explicit boolean mask
+// (trainer_options::explicit_attention_mask).
 //
 // Figures: tokens per second (all tokens of the step / mean step time), model FLOPs utilisation
 // and peak CUDA memory (c10's caching allocator: the peak of allocated bytes during the timed
@@ -139,7 +144,8 @@ int fail(const std::string& out_path, const std::string& label, const std::strin
 int main(int argc, char** argv) {
   CLI::App app{"kbrl-bench-train: LoRA training throughput on a random-initialised model"};
   std::string config_path, dir, device = "cuda", dtype = "bf16", out_path, label = "kbrl",
-                                checkpointing = "on";
+                                checkpointing = "on", lora_compute = "base",
+                                attention = "causal";
   std::vector<int> gpus;
   int batch = 8, rank = 32, warmup = 2, steps = 5, cpu_ranks = 1;
   int64_t seq = 2048, micro_batch_tokens = 0;
@@ -161,6 +167,11 @@ int main(int argc, char** argv) {
   app.add_option("--dtype", dtype, "Base weights")->check(CLI::IsMember({"bf16", "fp32"}));
   app.add_option("--micro-batch-tokens", micro_batch_tokens,
                  "Padded tokens per micro-batch (default: the replica's whole batch at once)");
+  app.add_option("--lora-compute", lora_compute, "LoRA terms in the base dtype or in float32")
+    ->check(CLI::IsMember({"base", "float32"}));
+  app.add_option("--attention", attention,
+                 "Causal attention without a mask tensor, or through the explicit mask")
+    ->check(CLI::IsMember({"causal", "mask"}));
   app.add_option("--peak-tflops", peak_tflops, "The device's dense bf16 peak, for MFU");
   app.add_option("--label", label, "Name of this row in the results");
   app.add_option("--out", out_path, "Write the figures as JSON here");
@@ -199,6 +210,8 @@ int main(int argc, char** argv) {
   o.aggregation = rl::loss_aggregation::token;
   o.gradient_checkpointing = checkpointing == "on";
   o.micro_batch_tokens = micro_batch_tokens > 0 ? micro_batch_tokens : batch * seq;
+  o.lora_compute = *train::parse_lora_compute_dtype(lora_compute); // checked by CLI11 above
+  o.explicit_attention_mask = attention == "mask";
 
   std::vector<std::unique_ptr<model::transformer>> models;
   auto t0 = std::chrono::steady_clock::now();
@@ -281,6 +294,8 @@ int main(int argc, char** argv) {
     .field("lora_rank", static_cast<int64_t>(rank))
     .field("gradient_checkpointing", o.gradient_checkpointing)
     .field("dtype", dtype)
+    .field("lora_compute", lora_compute)
+    .field("attention", attention)
     .field("trainable_parameters", lora_parameters)
     .field("step_tokens", step_tokens)
     .field("mean_step_s", mean)

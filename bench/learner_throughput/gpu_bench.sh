@@ -13,6 +13,11 @@
 #   dp       data-parallel scaling, 1.5B shapes 8 x 2048 per GPU: kbrl on 1 GPU and on 2 (and 4
 #            when the machine has them); needs nvidia-h200-x2 (or -x4)
 #   nockpt   1.5B shapes 8 x 2048 without gradient checkpointing (kbrl and peft)
+#   paths    the trainer's faster paths against its older ones, in the same build, 1.5B shapes
+#            8 x 2048 with checkpointing: -lora-fp32 (LoRA terms in float32, as PEFT computes
+#            them: --lora-compute float32), -mask (attention through the explicit boolean mask:
+#            --attention mask) and -old (both); compare with the kbrl-1.5b-8x2048 row
+#   16kmask  the 16k row through the explicit mask (the attention path before is_causal)
 # A device command may run 10 minutes: on one machine run `1.5b,7b` then `16k,dp` as two
 # commands if the build is not cached (the first builds; the random checkpoints under /tmp are
 # reused while the machine stays warm). ROW_TIMEOUT (seconds, default 420) bounds each row.
@@ -105,7 +110,19 @@ for r in ${rows//,/ }; do
       kbrl kbrl-1.5b-8x2048-nockpt "$small" /tmp/kbrl-bench-qwen2-1.5b 8 2048 --gpus 0 \
         --checkpointing off
       peer peft-1.5b-8x2048-nockpt "$small" 8 2048 --checkpointing off ;;
-    *) echo "unknown row set '$r' (1.5b, 7b, 16k, dp, nockpt)" ;;
+    paths)
+      [ -s "$out/kbrl-1.5b-8x2048.json" ] && grep -q tokens_per_s "$out/kbrl-1.5b-8x2048.json" \
+        || kbrl kbrl-1.5b-8x2048 "$small" /tmp/kbrl-bench-qwen2-1.5b 8 2048 --gpus 0
+      kbrl kbrl-1.5b-8x2048-lora-fp32 "$small" /tmp/kbrl-bench-qwen2-1.5b 8 2048 --gpus 0 \
+        --lora-compute float32
+      kbrl kbrl-1.5b-8x2048-mask "$small" /tmp/kbrl-bench-qwen2-1.5b 8 2048 --gpus 0 \
+        --attention mask
+      kbrl kbrl-1.5b-8x2048-old "$small" /tmp/kbrl-bench-qwen2-1.5b 8 2048 --gpus 0 \
+        --lora-compute float32 --attention mask ;;
+    16kmask)
+      WARMUP=1 STEPS=2 kbrl kbrl-7b-1x16384-mask "$large" /tmp/kbrl-bench-qwen2.5-7b 1 16384 \
+        --gpus 0 --attention mask ;;
+    *) echo "unknown row set '$r' (1.5b, 7b, 16k, dp, nockpt, paths, 16kmask)" ;;
   esac
 done
 

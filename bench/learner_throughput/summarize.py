@@ -46,7 +46,8 @@ def main():
             peak_gib(d)))
     print()
     for name, d in rows.items():
-        if not name.startswith("kbrl-") or "-dp" in name:
+        if not name.startswith("kbrl-") or "-dp" in name \
+                or name.endswith(("-lora-fp32", "-mask", "-old")):
             continue
         peer = rows.get("peft-" + name[len("kbrl-"):])
         if peer is None:
@@ -58,6 +59,23 @@ def main():
         print("%s: kbrl / peft = %.2fx tokens/s (goal 1.5x: %s), memory %s vs %s GiB" % (
             name[len("kbrl-"):], ratio, "met" if ratio >= 1.5 else "NOT met", peak_gib(d),
             peak_gib(peer)))
+    # The trainer's older paths (row set paths, 16kmask) against the default row of the same
+    # shapes: how much each faster path gives.
+    for name, d in rows.items():
+        for suffix in ("-lora-fp32", "-mask", "-old"):
+            if not (name.startswith("kbrl-") and name.endswith(suffix)):
+                continue
+            default = rows.get(name[: -len(suffix)])
+            if default is None or "error" in d or "error" in default:
+                print("%s: no comparison (a row is missing or failed)" % name)
+                continue
+            # Same seed and samples: the losses after the last step should agree to bf16
+            # rounding, a check on the GPU that the paths compute the same training.
+            print("%s: the default paths are %.2fx the%s row's tokens/s, memory %s vs %s GiB, "
+                  "last loss %.4f vs %.4f" % (
+                      name[: -len(suffix)], default["tokens_per_s"] / d["tokens_per_s"], suffix,
+                      peak_gib(default), peak_gib(d), default.get("last_loss", float("nan")),
+                      d.get("last_loss", float("nan"))))
     one = rows.get("kbrl-1.5b-8x2048")
     for n in (2, 4):
         dp = rows.get("kbrl-1.5b-8x2048-dp%d" % n)

@@ -123,6 +123,12 @@ const std::vector<setting>& all_settings() {
     {"learner.gradient_checkpointing", setting_kind::boolean, "true",
      "Recompute each decoder layer during the backward pass instead of keeping its activations "
      "(about a third more compute, far less memory)."},
+    {"learner.lora_compute_dtype", setting_kind::string, "\"base\"",
+     "Where the LoRA terms of a bf16 base compute: base (in bf16, the float32 factors cast to "
+     "it in each forward, as torch.autocast would; faster, no float32 copy of each activation) "
+     "or float32 (each layer input widened to float32, as PEFT does). Factors, gradients and "
+     "AdamW stay float32 either way; fp32 bases compute in float32 either way.",
+     {"base", "float32"}},
     {"learner.logprob_chunk", setting_kind::integer, "1024",
      "Completion tokens whose logits are computed at once (memory: chunk x vocabulary x 4 "
      "bytes).", {}, 1},

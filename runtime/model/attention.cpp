@@ -5,15 +5,70 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 
-// at::scaled_dot_product_attention arrived with torch 2.0.
+// at::scaled_dot_product_attention arrived with torch 2.0, its enable_gqa argument with 2.5.
 #if TORCH_VERSION_MAJOR >= 2
 #define KBRL_HAVE_SDPA 1
 #else
 #define KBRL_HAVE_SDPA 0
 #endif
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
+#define KBRL_HAVE_SDPA_GQA 1
+#else
+#define KBRL_HAVE_SDPA_GQA 0
+#endif
 
 namespace kbrl::model {
+
+namespace {
+
+/// softmax(q k^T / sqrt(d) where `mask`) v with matmuls, the softmax in float32 (float64 for
+/// float64): torch < 2.0. `q` may be folded ([batch, kv_heads, group * queries, dim]); `mask`
+/// broadcasts against the scores [batch, kv_heads, rows, keys].
+[[maybe_unused]] at::Tensor matmul_attention(const at::Tensor& q, const at::Tensor& k,
+                                             const at::Tensor& v, const at::Tensor& mask) {
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  auto scores = at::matmul(q, k.transpose(-1, -2)) * scale;
+  scores = at::where(mask, scores, -std::numeric_limits<double>::infinity());
+  const auto probs =
+    at::softmax(scores, -1, at::promote_types(q.scalar_type(), at::kFloat)).to(q.scalar_type());
+  return at::matmul(probs, v);
+}
+
+/// Causal attention over the queries' own tokens (grouped_attention() with an undefined mask).
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  const int64_t batch = q.size(0), heads = q.size(1), queries = q.size(2), dim = q.size(3);
+  const int64_t kv_heads = k.size(1), keys = k.size(2);
+  TORCH_CHECK(keys == queries, "grouped_attention: causal attention (no mask) needs as many keys "
+              "as queries, got ", keys, " keys for ", queries, " queries");
+  const int64_t group = heads / kv_heads;
+  (void)batch, (void)dim; // not every branch below needs them
+#if KBRL_HAVE_SDPA_GQA
+  return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
+                                          /*is_causal=*/true, /*scale=*/std::optional<double>(),
+                                          /*enable_gqa=*/group > 1);
+#elif KBRL_HAVE_SDPA
+  // No enable_gqa: repeat each key/value head for its query heads (transformers' repeat_kv).
+  auto repeat = [&](const at::Tensor& t) {
+    return group == 1 ? t
+                      : t.unsqueeze(2)
+                          .expand({batch, kv_heads, group, keys, dim})
+                          .reshape({batch, heads, keys, dim});
+  };
+  return at::scaled_dot_product_attention(q, repeat(k), repeat(v), /*attn_mask=*/{},
+                                          /*dropout_p=*/0.0, /*is_causal=*/true);
+#else
+  // Folded queries: row i * queries + s is query s, which sees keys j <= s.
+  const auto index = at::arange(queries, q.options().dtype(at::kLong));
+  const auto row_query = index.repeat({group});                          // [group * queries]
+  const auto mask = row_query.unsqueeze(1) >= index.unsqueeze(0);         // [rows, keys]
+  const auto folded_q = q.reshape({batch, kv_heads, group * queries, dim});
+  return matmul_attention(folded_q, k, v, mask).reshape({batch, heads, queries, dim});
+#endif
+}
+
+} // namespace
 
 bool fused_attention_available() { return KBRL_HAVE_SDPA != 0; }
 
@@ -23,6 +78,8 @@ at::Tensor grouped_attention(const at::Tensor& q, const at::Tensor& k, const at:
   const int64_t kv_heads = k.size(1), keys = k.size(2);
   TORCH_CHECK(heads % kv_heads == 0, "grouped_attention: ", heads, " query heads over ", kv_heads,
               " key/value heads");
+  if (!mask.defined())
+    return causal_attention(q, k, v);
   const int64_t group = heads / kv_heads;
   // Query heads h = g * group + i share key/value head g: fold i into the query dimension.
   const auto folded_q = q.reshape({batch, kv_heads, group * queries, dim});
@@ -37,18 +94,13 @@ at::Tensor grouped_attention(const at::Tensor& q, const at::Tensor& k, const at:
 #if KBRL_HAVE_SDPA
   out = at::scaled_dot_product_attention(folded_q, k, v, folded_mask);
 #else
-  const double scale = 1.0 / std::sqrt(static_cast<double>(dim));
-  auto scores = at::matmul(folded_q, k.transpose(-1, -2)) * scale;
-  scores = at::where(folded_mask, scores, -std::numeric_limits<double>::infinity());
-  const auto probs =
-    at::softmax(scores, -1, at::promote_types(q.scalar_type(), at::kFloat)).to(q.scalar_type());
-  out = at::matmul(probs, v);
+  out = matmul_attention(folded_q, k, v, folded_mask);
 #endif
   return out.reshape({batch, heads, queries, dim});
 }
 
 at::Tensor fold_attention_mask(const at::Tensor& mask, int64_t group) {
-  if (group == 1)
+  if (group == 1 || !mask.defined())
     return mask;
   const int64_t batch = mask.size(0), queries = mask.size(2), keys = mask.size(3);
   return mask.unsqueeze(2)

@@ -31,16 +31,15 @@ rotary_embedding make_rotary_embedding(const at::Tensor& inv_freq, const at::Ten
                                        at::ScalarType dtype) {
   const auto angles = positions.to(at::kFloat).unsqueeze(-1) * inv_freq.to(positions.device());
   const auto both = at::cat({angles, angles}, -1); // [batch, seq, head_dim]
-  return {both.cos().to(dtype), both.sin().to(dtype)};
+  const auto sin = angles.sin();
+  return {both.cos().to(dtype), at::cat({sin.neg(), sin}, -1).to(dtype)};
 }
 
 at::Tensor apply_rotary(const at::Tensor& x, const rotary_embedding& rotary) {
-  const int64_t half = x.size(-1) / 2;
-  const auto first = x.narrow(-1, 0, half);
-  const auto second = x.narrow(-1, half, half);
-  const auto rotated = at::cat({second.neg(), first}, -1);
-  // cos/sin are [batch, seq, head_dim]: broadcast over the heads.
-  return x * rotary.cos.unsqueeze(1) + rotated * rotary.sin.unsqueeze(1);
+  // roll by half the head: [x1, x2] -> [x2, x1]. cos/sin are [batch, seq, head_dim]: broadcast
+  // over the heads.
+  const auto swapped = x.roll(x.size(-1) / 2, -1);
+  return at::addcmul(x * rotary.cos.unsqueeze(1), swapped, rotary.sin.unsqueeze(1));
 }
 
 } // namespace kbrl::model

@@ -17,7 +17,9 @@ namespace kbrl::model {
 /// the CPU.
 at::Tensor rope_inverse_frequencies(const model_config& config);
 
-/// cos and sin of every position's angles, [batch, seq, head_dim] in the run dtype.
+/// cos and sin of every position's angles, [batch, seq, head_dim] in the run dtype. `sin`
+/// carries the sign that rotate_half gives it: -sin on the first half, +sin on the second, so
+/// that apply_rotary() needs no negation of its own (see there).
 struct rotary_embedding {
   at::Tensor cos;
   at::Tensor sin;
@@ -28,7 +30,10 @@ struct rotary_embedding {
 rotary_embedding make_rotary_embedding(const at::Tensor& inv_freq, const at::Tensor& positions,
                                        at::ScalarType dtype);
 
-/// `x` rotated: x * cos + rotate_half(x) * sin, for x [batch, heads, seq, head_dim].
+/// `x` rotated: x * cos + rotate_half(x) * sin, for x [batch, heads, seq, head_dim], computed
+/// as x * cos + swap_halves(x) * signed_sin: rotate_half(x) = [-x2, x1] times sin = [s, s]
+/// (both halves hold the same angles) is [x2, x1] times [-s, s]. Three kernels (roll, mul,
+/// addcmul) instead of five (neg, cat, mul, mul, add), and fewer in the backward.
 at::Tensor apply_rotary(const at::Tensor& x, const rotary_embedding& rotary);
 
 } // namespace kbrl::model

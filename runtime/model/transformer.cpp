@@ -88,18 +88,38 @@ int64_t bytes_of(const linear_layer& l) { return bytes_of(l.weight) + bytes_of(l
 // ---- building blocks -----------------------------------------------------------------------------
 
 at::Tensor linear_layer::forward(const at::Tensor& x) const {
-  auto y = at::linear(x, weight, bias);
-  if (lora.defined()) {
-    auto input = x.to(lora.a.scalar_type());
+  if (!lora.defined())
+    return at::linear(x, weight, bias);
+  const auto dtype = x.scalar_type();
+  if (lora.compute_in_input_dtype && lora.a.scalar_type() != dtype) {
+    // The term in x's dtype: the factors are cast (r x in and out x r values, not the
+    // activation), and it is added by the GEMM that computes it (addmm_ with beta 1) instead of
+    // as a separate scaled copy. In place on the base output is safe for autograd: no backward
+    // formula reads it.
+    const int64_t in = x.size(-1), out = weight.size(0);
+    const auto rows = x.reshape({-1, in});
+    auto input = rows;
     if (lora.dropout > 0 && lora.dropout_generator.defined()) {
       const auto keep = at::empty_like(input).bernoulli_(1.0 - lora.dropout,
                                                           lora.dropout_generator);
       input = input * keep / (1.0 - lora.dropout);
     }
-    const auto delta = at::linear(at::linear(input, lora.a), lora.b);
-    y = y + (delta * lora.scaling).to(y.scalar_type());
+    auto y = at::linear(rows, weight, bias);
+    y.addmm_(at::linear(input, lora.a.to(dtype)), lora.b.to(dtype).t(), /*beta=*/1,
+             /*alpha=*/lora.scaling);
+    auto shape = x.sizes().vec();
+    shape.back() = out;
+    return y.view(shape);
   }
-  return y;
+  auto y = at::linear(x, weight, bias);
+  auto input = x.to(lora.a.scalar_type());
+  if (lora.dropout > 0 && lora.dropout_generator.defined()) {
+    const auto keep = at::empty_like(input).bernoulli_(1.0 - lora.dropout,
+                                                        lora.dropout_generator);
+    input = input * keep / (1.0 - lora.dropout);
+  }
+  const auto delta = at::linear(at::linear(input, lora.a), lora.b);
+  return y + (delta * lora.scaling).to(y.scalar_type());
 }
 
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {

@@ -93,12 +93,18 @@ struct lora_factors {
   /// 0 or an undefined generator: no dropout (inference; PEFT in eval mode).
   double dropout = 0;
   at::Generator dropout_generator;
+  /// Where the term computes when the input's dtype differs from the factors' (float32 factors
+  /// on a bfloat16 model): false casts the input to the factors' dtype, as PEFT does; true casts
+  /// the factors to the input's dtype instead (autograd carries their gradients back through
+  /// the cast), as torch.autocast would: the big activation is never widened and the matmuls
+  /// run in bfloat16. Default false.
+  bool compute_in_input_dtype = false;
   bool defined() const { return a.defined() && b.defined(); }
 };
 
 /// y = x W^T + bias (+ the LoRA term). The LoRA term is computed in the dtype of its factors
 /// (the input is cast to it, the result cast back), as PEFT does, so float32 factors can train
-/// on bfloat16 base weights.
+/// on bfloat16 base weights; or in the input's dtype (lora_factors::compute_in_input_dtype).
 struct linear_layer {
   at::Tensor weight;  ///< [out_features, in_features]
   at::Tensor bias;    ///< [out_features], or undefined

@@ -27,24 +27,13 @@ struct logprob_function : torch::autograd::Function<logprob_function> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& hidden,
                             const at::Tensor& targets, int64_t model, double temperature,
                             int64_t chunk) {
-    auto out = model::token_logprobs(*as_model(model), hidden, targets, temperature, chunk);
-    ctx->save_for_backward({hidden, targets});
-    ctx->saved_data["model"] = model;
-    ctx->saved_data["temperature"] = temperature;
-    ctx->saved_data["chunk"] = chunk;
-    return out;
-  }
-
-  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
-    const auto* m = as_model(ctx->saved_data["model"].toInt());
-    const double temperature = ctx->saved_data["temperature"].toDouble();
-    const int64_t chunk = ctx->saved_data["chunk"].toInt();
-    const auto saved = ctx->get_saved_variables();
-    const auto& hidden = saved[0];
-    const auto& targets = saved[1];
-    const auto& grad_out = grad_outputs[0];
-    auto grad_hidden = at::zeros_like(hidden);
+    const auto* m = as_model(model);
     const int64_t seq = hidden.size(1);
+    auto out = at::empty({hidden.size(0), seq},
+                         hidden.options().dtype(at::promote_types(hidden.scalar_type(),
+                                                                  at::kFloat)));
+    // d out[b, s] / d hidden[b, s], in hidden's dtype (what autograd would hand to the layers).
+    auto per_position = at::empty_like(hidden);
     for (int64_t begin = 0; begin < seq; begin += chunk) {
       const int64_t n = std::min(chunk, seq - begin);
       auto h = hidden.narrow(1, begin, n).detach().requires_grad_(true);
@@ -53,11 +42,21 @@ struct logprob_function : torch::autograd::Function<logprob_function> {
         at::AutoGradMode grad_on(true);
         lp = model::token_logprobs(*m, h, targets.narrow(1, begin, n), temperature, n);
       }
-      auto g = torch::autograd::grad({lp}, {h}, {grad_out.narrow(1, begin, n)},
-                                     /*retain_graph=*/false, /*create_graph=*/false,
-                                     /*allow_unused=*/false);
-      grad_hidden.narrow(1, begin, n).copy_(g[0]);
+      // Unit weights: position s's row of the result is the gradient of lp[s] alone, because no
+      // other position's log-probability depends on hidden[s].
+      auto g = torch::autograd::grad({lp}, {h}, {at::ones_like(lp)}, /*retain_graph=*/false,
+                                     /*create_graph=*/false, /*allow_unused=*/false);
+      out.narrow(1, begin, n).copy_(lp.detach());
+      per_position.narrow(1, begin, n).copy_(g[0]);
     }
+    ctx->save_for_backward({per_position});
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const auto per_position = ctx->get_saved_variables()[0];
+    const auto grad_hidden =
+      (grad_outputs[0].unsqueeze(-1) * per_position).to(per_position.scalar_type());
     // hidden, then targets, model, temperature and chunk, which take no gradient.
     return {grad_hidden, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }

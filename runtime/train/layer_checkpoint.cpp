@@ -86,14 +86,15 @@ struct layer_function : torch::autograd::Function<layer_function> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& hidden,
                             at::TensorList factors, int64_t model, int64_t index,
                             const at::Tensor& cos, const at::Tensor& sin,
-                            const at::Tensor& positions, const at::Tensor& mask,
+                            const at::Tensor& positions, const c10::optional<at::Tensor>& mask,
                             at::Generator generator) {
     if (generator.defined()) {
       std::lock_guard<std::mutex> lock(generator.mutex());
       ctx->saved_data["generator_state"] = generator.get_state();
       ctx->saved_data["generator"] = generator;
     }
-    auto out = as_model(model)->run_layer(index, hidden, {cos, sin}, positions, mask);
+    auto out = as_model(model)->run_layer(index, hidden, {cos, sin}, positions,
+                                          mask.value_or(at::Tensor()));
     variable_list saved{hidden};
     saved.insert(saved.end(), factors.begin(), factors.end());
     ctx->save_for_backward(saved);
@@ -128,8 +129,9 @@ struct layer_function : torch::autograd::Function<layer_function> {
       }
       generator_rewind rewind(generator, state);
       at::AutoGradMode grad_on(true);
+      const auto& mask = d["mask"];
       out = m->run_layer(index, inputs[0], rotary, d["positions"].toTensor(),
-                         d["mask"].toTensor());
+                         mask.isNone() ? at::Tensor() : mask.toTensor());
     }
     auto grads = torch::autograd::grad({out}, inputs, {grad_outputs[0]},
                                        /*retain_graph=*/false, /*create_graph=*/false,
@@ -163,8 +165,12 @@ at::Tensor checkpointed_layer(model::transformer& model, int64_t index, const at
       generator = l->lora.dropout_generator;
       break;
     }
+  // An undefined (causal) mask travels as an empty optional: autograd's custom functions take
+  // no undefined tensor arguments.
+  const auto optional_mask =
+    mask.defined() ? c10::optional<at::Tensor>(mask) : c10::optional<at::Tensor>();
   return layer_function::apply(hidden, at::TensorList(factors), as_integer(&model), index,
-                               rotary.cos, rotary.sin, positions, mask, generator);
+                               rotary.cos, rotary.sin, positions, optional_mask, generator);
 }
 
 } // namespace kbrl::train

@@ -20,7 +20,8 @@
 namespace kbrl::train {
 
 /// transformer::run_layer(index, hidden, rotary, positions, mask) with the layer's activations
-/// recomputed in the backward pass (see above). Gradients reach `hidden` and the LoRA factors
+/// recomputed in the backward pass (see above). `mask` may be undefined: causal attention
+/// (model/attention.hpp). Gradients reach `hidden` and the LoRA factors
 /// attached to the layer's linear layers (the same tensors must stay attached until the backward
 /// pass has run). With autograd off, or nothing requiring grad, it is run_layer() itself.
 /// The model must outlive the graph.

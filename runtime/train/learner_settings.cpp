@@ -52,6 +52,7 @@ caf::expected<learner_settings> learner_settings_from(const config::run_config& 
   t.micro_batch_tokens = run.get_int("learner.micro_batch_tokens");
   t.gradient_checkpointing = run.get_bool("learner.gradient_checkpointing");
   t.logprob_chunk = run.get_int("learner.logprob_chunk");
+  t.lora_compute = *parse_lora_compute_dtype(run.get_string("learner.lora_compute_dtype"));
   t.loss.kind = *rl::parse_policy_loss_kind(run.get_string("learner.loss"));
   t.loss.eps_low = run.get_real("learner.eps_low");
   t.loss.eps_high = run.get_real("learner.eps_high");

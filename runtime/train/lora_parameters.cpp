@@ -20,6 +20,7 @@ lora_parameters::lora_parameters(lora_parameters&& other) noexcept
     grads_(std::move(other.grads_)),
     dropout_(other.dropout_),
     generator_(std::move(other.generator_)),
+    compute_in_input_dtype_(other.compute_in_input_dtype_),
     attached_(std::exchange(other.attached_, false)) {
 }
 
@@ -34,6 +35,7 @@ lora_parameters& lora_parameters::operator=(lora_parameters&& other) noexcept {
     grads_ = std::move(other.grads_);
     dropout_ = other.dropout_;
     generator_ = std::move(other.generator_);
+    compute_in_input_dtype_ = other.compute_in_input_dtype_;
     attached_ = std::exchange(other.attached_, false);
   }
   return *this;
@@ -173,6 +175,13 @@ void lora_parameters::set_dropout(double p, const at::Generator& generator) {
     }
 }
 
+void lora_parameters::set_compute_in_input_dtype(bool on) {
+  compute_in_input_dtype_ = on;
+  if (attached_)
+    for (auto& s : slots_)
+      s.layer->lora.compute_in_input_dtype = on;
+}
+
 void lora_parameters::detach_from_model() {
   for (auto& s : slots_)
     s.layer->lora = {};
@@ -188,6 +197,7 @@ void lora_parameters::attach_to_model() {
     f.scaling = scaling;
     f.dropout = dropout_;
     f.dropout_generator = generator_;
+    f.compute_in_input_dtype = compute_in_input_dtype_;
     s.layer->lora = f;
   }
   attached_ = true;

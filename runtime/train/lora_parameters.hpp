@@ -85,6 +85,11 @@ public:
   /// (training), or none (p = 0: evaluation).
   void set_dropout(double p, const at::Generator& generator);
 
+  /// Whether the attached factors compute their terms in the layer input's dtype (cast to it in
+  /// each forward) rather than widening the input to theirs: lora_factors::compute_in_input_dtype
+  /// on every attached layer, now and on later attaches. Default false.
+  void set_compute_in_input_dtype(bool on);
+
   /// Detaches the factors from the model (the base model) or attaches them again.
   void detach_from_model();
   void attach_to_model();
@@ -110,6 +115,7 @@ private:
   at::Tensor values_, grads_;
   double dropout_ = 0;
   at::Generator generator_;
+  bool compute_in_input_dtype_ = false;
   bool attached_ = false;
 };
 

@@ -68,6 +68,19 @@ struct lora_trainer::micro_batch {
   at::Tensor weights;               ///< [N]
 };
 
+const char* to_string(lora_compute_dtype d) {
+  return d == lora_compute_dtype::base ? "base" : "float32";
+}
+
+caf::expected<lora_compute_dtype> parse_lora_compute_dtype(const std::string& name) {
+  if (name == "base")
+    return lora_compute_dtype::base;
+  if (name == "float32")
+    return lora_compute_dtype::float32;
+  return make_error(errc::invalid_argument,
+                    "lora_compute_dtype: expected base or float32, got \"" + name + "\"");
+}
+
 caf::expected<void> check_trainer_options(const trainer_options& o) {
   std::vector<std::string> bad;
   if (o.lora_r < 1)
@@ -124,6 +137,7 @@ lora_trainer::create(model::transformer& model, const trainer_options& options,
   }();
   if (!params)
     return params.error();
+  params->set_compute_in_input_dtype(options.lora_compute == lora_compute_dtype::base);
   auto opts = options;
   opts.lora_r = params->config().r;
   opts.lora_alpha = params->config().lora_alpha;
@@ -162,7 +176,13 @@ lora_trainer::pack(const std::vector<training_sample>& samples,
 at::Tensor lora_trainer::completion_logprobs(const micro_batch& mb, bool train) {
   auto& m = *model_;
   const int64_t batch = mb.ids.size(0), len = mb.ids.size(1);
-  const auto mask = model::causal_mask(mb.valid);
+  // Right padding only (run() packs so): causal attention needs no mask. The explicit mask,
+  // when asked for, is folded for the head groups once here rather than in every layer.
+  const auto mask = options_.explicit_attention_mask
+                      ? model::fold_attention_mask(model::causal_mask(mb.valid),
+                                                   m.config().num_attention_heads
+                                                     / m.config().num_key_value_heads)
+                      : at::Tensor();
   auto h = m.embed(mb.ids);
   const auto rotary = m.rotary(mb.positions);
   const int64_t layers = static_cast<int64_t>(m.layers().size());

@@ -7,7 +7,8 @@
 //   2. weigh     aggregation weights over the whole step (rl::aggregation_weights)
 //   3. pack      samples sorted by length (longest first) into micro-batches of at most
 //                micro_batch_tokens padded tokens (a longer sample gets a micro-batch alone);
-//                sequences are right-padded, so causal attention never sees the padding
+//                sequences are right-padded, so causal attention never sees the padding: the
+//                layers attend causally without a mask tensor (model/attention.hpp)
 //   4. per micro-batch, gradients accumulated into the flat bucket:
 //        base      with kl_coef > 0: the base model's log-probabilities (the adapter switched
 //                  off: same weights, no second model) under no_grad
@@ -45,6 +46,22 @@
 
 namespace kbrl::train {
 
+/// Where the LoRA terms of a model whose weights are bfloat16 or float16 compute (float32 and
+/// float64 models compute everything in their own dtype either way).
+enum class lora_compute_dtype {
+  /// In the model's dtype, as torch.autocast would: the float32 factors are cast to it in each
+  /// forward (their gradients flow back through the cast and accumulate in float32), the layer
+  /// input is used as it is. Cheaper: no float32 copy of each activation, bfloat16 matmuls.
+  base,
+  /// In float32, as PEFT does (it casts the layer input to the factors' dtype): the input is
+  /// widened, the term computed in float32 and cast back.
+  float32,
+};
+
+const char* to_string(lora_compute_dtype d);
+/// "base" or "float32"; errc::invalid_argument otherwise.
+caf::expected<lora_compute_dtype> parse_lora_compute_dtype(const std::string& name);
+
 /// Everything a trainer is set up with; the defaults are the run config's.
 struct trainer_options {
   // -- the adapter (ignored when the trainer starts from an existing adapter) --
@@ -59,6 +76,8 @@ struct trainer_options {
   at::ScalarType param_dtype = at::kFloat;
   /// Seeds the initialisation of A and the dropout generator.
   uint64_t seed = 0;
+  /// Where the LoRA terms compute on a bfloat16/float16 model (see lora_compute_dtype).
+  lora_compute_dtype lora_compute = lora_compute_dtype::base;
 
   // -- optimisation --
   adamw_options adamw;
@@ -73,6 +92,10 @@ struct trainer_options {
   bool gradient_checkpointing = true;
   /// Positions per logits computation (chunked_token_logprobs), > 0.
   int64_t logprob_chunk = 1024;
+  /// Attention through the explicit boolean mask of model::causal_mask() (the older path, which
+  /// keeps the fused kernels off their flash path; kept to measure against) instead of causal
+  /// attention without a mask tensor (attention.hpp). The results agree up to rounding.
+  bool explicit_attention_mask = false;
 
   // -- the loss --
   rl::policy_loss_options loss;

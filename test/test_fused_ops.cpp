@@ -401,9 +401,9 @@ BOOST_AUTO_TEST_CASE(rope_qkv_kernel_matches_the_composition) {
             if (normed) {
               check_relative(got.q, want.q, 2 * p.rel, "q");
               check_relative(got.keys, want.keys, 2 * p.rel, "keys");
-            } else { // no reduction: the same roundings, bit for bit
-              check_equal(got.q, want.q, "q");
-              check_equal(got.keys, want.keys, "keys");
+            } else { // no reduction: the same roundings (addcmul's fused multiply-add aside)
+              check_relative(got.q, want.q, p.rel, "q");
+              check_relative(got.keys, want.keys, p.rel, "keys");
             }
             check_equal(got.values, want.values, "values");
             if (cached) {

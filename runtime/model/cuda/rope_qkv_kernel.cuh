@@ -70,11 +70,12 @@ __global__ void rope_qkv_kernel(const T* __restrict__ qkv, const T* __restrict__
     return;
   const T* c = cos + token * s.head_dim;
   const T* sn = sin + token * s.head_dim;
-  // x * cos + rotate_half(x) * sin, rotate_half(x) = [-x_hi, x_lo]; every op stored in T.
-  const float out_lo = __fadd_rn(round_to<T>(__fmul_rn(lo, to_float(c[i]))),
-                                 round_to<T>(__fmul_rn(-hi, to_float(sn[i]))));
-  const float out_hi = __fadd_rn(round_to<T>(__fmul_rn(hi, to_float(c[i + half]))),
-                                 round_to<T>(__fmul_rn(lo, to_float(sn[i + half]))));
+  // x * cos + swap_halves(x) * sin, where the sin table carries rotate_half's sign (-sin on
+  // the low half, see rotary.hpp). Rounded as apply_rotary's libtorch ops round: x * cos is
+  // stored in T, then addcmul adds the product in float (one fused multiply-add) and rounds once.
+  const float out_lo = __fmaf_rn(hi, to_float(sn[i]), round_to<T>(__fmul_rn(lo, to_float(c[i]))));
+  const float out_hi =
+    __fmaf_rn(lo, to_float(sn[i + half]), round_to<T>(__fmul_rn(hi, to_float(c[i + half]))));
   dst[i] = from_float<T>(out_lo);
   dst[i + half] = from_float<T>(out_hi);
 }

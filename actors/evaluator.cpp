@@ -3,6 +3,8 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 namespace kbrl {
 
 evaluator_actor::behavior_type evaluator(evaluator_pointer self, actor_stats stats, int gpu,
@@ -55,6 +57,15 @@ evaluator_actor::behavior_type evaluator(evaluator_pointer self, actor_stats sta
       auto res = st.engine->evaluate(req);
       res.evaluator = st.stats.name;
       st.current.clear();
+      // One line per verdict at debug level (log.level = "debug"): what a run's evaluations
+      // came to, before its step's traces are written.
+      spdlog::debug("{}: {}: {}{}{}", st.stats.name, req.trace,
+                    res.correct ? "correct" : res.compiled ? "compiled, not correct" : "not compiled",
+                    res.error == eval_error::none ? "" : std::string(", ") + to_string(res.error),
+                    res.error_excerpt.empty()
+                      ? std::string()
+                      : ": " + res.error_excerpt.substr(0, std::min<std::size_t>(
+                                 res.error_excerpt.size(), 300)));
       if (st.engine->restart_is_planned()) {
         // Not a failure: the next evaluation starts a fresh worker in this evaluator.
         spdlog::info("{}: worker {}; a fresh one starts with the next candidate", st.stats.name,

@@ -209,11 +209,11 @@ BOOST_AUTO_TEST_CASE(the_reference_is_timed_once_per_problem_and_settings) {
   BOOST_CHECK_EQUAL(a.reference_runtime.mean_ms, b.reference_runtime.mean_ms);
   BOOST_CHECK_EQUAL(engine.reference_cache_hits(), 1u);
   BOOST_CHECK_GT(b.speedup, 0.0);
-  // Each verdict says where its time went; only the first ran the reference's timing.
+  // Each verdict says where its time went. That only the first ran the reference's timing is
+  // the cache hit above: comparing the two durations made the test fail on a loaded machine.
   BOOST_CHECK_GT(a.correctness_seconds, 0.0);
   BOOST_CHECK_GT(a.timing_seconds, 0.0);
   BOOST_CHECK_GT(a.reference_seconds, 0.0);
-  BOOST_CHECK_LT(b.reference_seconds, a.reference_seconds);
 }
 
 BOOST_AUTO_TEST_CASE(a_build_ahead_is_only_loaded_by_the_evaluating_worker) {

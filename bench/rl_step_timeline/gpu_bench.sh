@@ -101,7 +101,7 @@ EOF
   t0=$(date +%s)
   # shellcheck disable=SC2086
   "$bin/kbrl-node" --role all --gpu 0 --port "$port" --config "$run_dir/run.toml" \
-    node.stop_after_s="$limit" ${KBRL_EXTRA:-} > "$run_dir/node.log" 2>&1 &
+    node.stop_after_s="$limit" log.level=debug ${KBRL_EXTRA:-} > "$run_dir/node.log" 2>&1 &
   node_pid=$!
   # Done when every step's timeline is in metrics.jsonl (or the node ended, or time is up).
   metrics=""
@@ -136,6 +136,10 @@ EOF
   traces=$(find "$runs_root" -name traces.jsonl 2>/dev/null | head -1)
   [ -n "$traces" ] && python3 "$here/trace_verdicts.py" "$traces" | tee "$run_dir/verdicts.txt" | head -30
   grep -E "error|warn" "$run_dir/node.log" | head -20 > "$run_dir/node_problems.txt"
+  # Every verdict (the evaluators log them at debug level), also when no step finished.
+  grep -E "evaluator\.[0-9]+: .* turn [0-9]+: " "$run_dir/node.log" | cut -c1-400 > "$run_dir/verdict_lines.txt"
+  echo "   verdicts logged: $(wc -l < "$run_dir/verdict_lines.txt"); by kind:"
+  sed -E 's/.* turn [0-9]+: ([a-z ,]+).*/\1/' "$run_dir/verdict_lines.txt" | sort | uniq -c | head
   tail -200 "$run_dir/node.log" > "$run_dir/node_tail.log"
 done
 

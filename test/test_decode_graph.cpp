@@ -163,6 +163,16 @@ BOOST_AUTO_TEST_CASE(a_mask_folded_once_gives_the_attention_of_one_folded_per_ca
   const auto want = at::matmul(at::softmax(scores, -1), v_rep);
   kbrl::test::check_close(once, want, /*atol=*/1e-5, "grouped attention");
   BOOST_CHECK(fold_attention_mask(mask, 1).is_same(mask));
+
+  // The additive form the fused path hands every layer: 0 where attended, -inf elsewhere.
+  const auto additive = additive_attention_mask(folded, at::kFloat);
+  BOOST_CHECK(additive.scalar_type() == at::kFloat);
+  BOOST_CHECK(additive.sizes() == folded.sizes());
+  BOOST_CHECK(at::equal(additive.eq(0), folded));
+  BOOST_CHECK(at::equal(at::isinf(additive), folded.logical_not()));
+  BOOST_CHECK_THROW(additive_attention_mask(additive, at::kFloat), c10::Error);
+  if (fused_attention_available()) // torch >= 2: the fused kernel takes either form alike
+    BOOST_CHECK(at::equal(grouped_attention(q, k, v, additive), once));
 }
 
 // ---- on a GPU ----------------------------------------------------------------------------------

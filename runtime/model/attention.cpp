@@ -108,6 +108,13 @@ at::Tensor fold_attention_mask(const at::Tensor& mask, int64_t group) {
     .reshape({batch, 1, group * queries, keys});
 }
 
+at::Tensor additive_attention_mask(const at::Tensor& mask, at::ScalarType dtype) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "additive_attention_mask: expected a boolean mask, "
+              "got ", mask.scalar_type());
+  return at::zeros(mask.sizes(), mask.options().dtype(dtype))
+    .masked_fill_(mask.logical_not(), -std::numeric_limits<double>::infinity());
+}
+
 at::Tensor causal_mask(const at::Tensor& valid) {
   const int64_t seq = valid.size(1);
   const auto index = at::arange(seq, valid.options().dtype(at::kLong));

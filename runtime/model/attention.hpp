@@ -44,6 +44,13 @@ at::Tensor grouped_attention(const at::Tensor& q, const at::Tensor& k, const at:
 /// (row i * queries + s is query s). group 1, or an undefined (causal) mask: `mask` itself.
 at::Tensor fold_attention_mask(const at::Tensor& mask, int64_t group);
 
+/// A boolean mask (true: attend) as the additive one the fused kernel adds to the scores: 0
+/// where true, -inf where false, in `dtype` (the query's). at::scaled_dot_product_attention
+/// makes exactly this from a boolean mask in every call; a forward that passes it to every
+/// layer converts once (one kernel instead of one per layer). Only for the fused path
+/// (fused_attention_available()): the matmul fallback wants the boolean mask.
+at::Tensor additive_attention_mask(const at::Tensor& mask, at::ScalarType dtype);
+
 /// The mask of a batch attending to itself: query i may see key j <= i where key j is a real
 /// token (`valid` bool [batch, seq], true for real tokens, false for padding). A padding query
 /// sees itself too, so that no row is empty; its output is meaningless and should be ignored.

@@ -325,8 +325,11 @@ at::Tensor transformer::forward_inference(const at::Tensor& ids, const at::Tenso
                                           const at::Tensor& mask, const cache_span& cache) const {
   at::Tensor residual = embed(ids), pending;
   const auto rot = rotary(positions);
-  const auto folded = fold_attention_mask(
+  auto folded = fold_attention_mask(
     mask, config_.num_attention_heads / config_.num_key_value_heads);
+  // The fused attention kernel adds a float mask; converted here once, not in every layer.
+  if (folded.defined() && fused_attention_available())
+    folded = additive_attention_mask(folded, options_.dtype);
   for (int64_t i = 0; i < static_cast<int64_t>(layers_.size()); ++i)
     run_layer_inference(i, residual, pending, rot, positions, folded, cache);
   // The last layer's MLP output joins the residual inside the final norm.

@@ -35,7 +35,7 @@ step_peft() {
 # The suites with CUDA cases (they say "checks nothing here" on a machine without a GPU).
 step_cuda() {
   local s rc=0
-  for s in transformer generation decode_graph trainer model_tool sampler_actor_suite; do
+  for s in fused_ops transformer generation decode_graph trainer model_tool sampler_actor_suite; do
     echo "-- $s"
     timeout 300 "$tests" --run_test="$s" --log_level=message || rc=1
   done

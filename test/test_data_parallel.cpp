@@ -5,6 +5,8 @@
 // the learner running two CPU replicas (learner.data_parallel_ranks = 2).
 
 #include "model_fixture.hpp"
+#include "runtime/io/elapsed.hpp"
+#include "training_samples.hpp"
 #include "runtime/train/checkpoint.hpp"
 #include "runtime/train/collective_group.hpp"
 #include "runtime/train/data_parallel.hpp"
@@ -29,10 +31,6 @@ using kbrl::test::why;
 namespace fs = std::filesystem;
 
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 /// Runs fn(rank) on `size` threads at once (collectives need every rank), returns the results.
 template <class Fn>
@@ -77,24 +75,8 @@ struct tiny_model {
 /// Samples of random tokens and lengths (prompt 2-9, completion 1-12), sampler logprobs near
 /// the tiny models' -log(256).
 std::vector<train::training_sample> random_samples(uint64_t seed, int count) {
-  auto gen = at::detail::createCPUGenerator(seed);
-  std::vector<train::training_sample> out;
-  for (int i = 0; i < count; ++i) {
-    train::training_sample s;
-    const int64_t p = 2 + at::randint(8, {1}, gen).item<int64_t>();
-    const int64_t c = 1 + at::randint(12, {1}, gen).item<int64_t>();
-    auto ids = at::randint(256, {p + c}, gen);
-    for (int64_t t = 0; t < p; ++t)
-      s.prompt_tokens.push_back(static_cast<int32_t>(ids[t].item<int64_t>()));
-    for (int64_t t = 0; t < c; ++t) {
-      s.completion_tokens.push_back(static_cast<int32_t>(ids[p + t].item<int64_t>()));
-      s.sampler_logprobs.push_back(
-        static_cast<float>(-5.545 + 0.05 * at::randn({1}, gen).item<double>()));
-    }
-    s.advantage = at::randn({1}, gen).item<double>();
-    out.push_back(std::move(s));
-  }
-  return out;
+  return test::random_training_samples(seed, count, /*prompt_spread=*/8,
+                                       /*completion_spread=*/12);
 }
 
 train::trainer_options small_options() {

@@ -6,6 +6,7 @@
 // samples drawn by the generation engine raise a reward.
 
 #include "model_fixture.hpp"
+#include "training_samples.hpp"
 #include "runtime/model/attention.hpp"
 #include "runtime/model/generation_engine.hpp"
 #include "runtime/model/lora_adapter.hpp"
@@ -48,24 +49,8 @@ model::transformer tiny(const temp_dir& dir, at::ScalarType dtype = at::kFloat,
 /// Samples with random tokens; sampler logprobs near the tiny models' ~ -log(256).
 std::vector<train::training_sample> random_samples(uint64_t seed, int count,
                                                    int64_t vocab = 256) {
-  auto gen = at::detail::createCPUGenerator(seed);
-  std::vector<train::training_sample> out;
-  for (int i = 0; i < count; ++i) {
-    train::training_sample s;
-    const int64_t p = 2 + at::randint(4, {1}, gen).item<int64_t>();
-    const int64_t c = 1 + at::randint(5, {1}, gen).item<int64_t>();
-    auto ids = at::randint(vocab, {p + c}, gen);
-    for (int64_t t = 0; t < p; ++t)
-      s.prompt_tokens.push_back(static_cast<int32_t>(ids[t].item<int64_t>()));
-    for (int64_t t = 0; t < c; ++t) {
-      s.completion_tokens.push_back(static_cast<int32_t>(ids[p + t].item<int64_t>()));
-      s.sampler_logprobs.push_back(
-        static_cast<float>(-5.545 + 0.05 * at::randn({1}, gen).item<double>()));
-    }
-    s.advantage = at::randn({1}, gen).item<double>();
-    out.push_back(std::move(s));
-  }
-  return out;
+  return test::random_training_samples(seed, count, /*prompt_spread=*/4,
+                                       /*completion_spread=*/5, vocab);
 }
 
 /// Small random factors (B non-zero), so that every factor has a gradient.

@@ -77,6 +77,15 @@ double now_seconds() {
     .count();
 }
 
+/// The fields every Event at a step starts with: wall_time (1) and step (2).
+std::string event_header(double wall_time, int64_t step) {
+  std::string event;
+  put_double_field(event, 1, wall_time);
+  put_tag(event, 2, wire_varint);
+  put_varint(event, static_cast<uint64_t>(step));
+  return event;
+}
+
 } // namespace
 
 uint32_t crc32c(std::string_view data, uint32_t crc) {
@@ -118,10 +127,7 @@ std::string encode_scalars_event(double wall_time, int64_t step,
     put_float_field(v, 2, static_cast<float>(value));
     put_bytes_field(summary, 1, v);
   }
-  std::string event;
-  put_double_field(event, 1, wall_time);
-  put_tag(event, 2, wire_varint);
-  put_varint(event, static_cast<uint64_t>(step));
+  std::string event = event_header(wall_time, step);
   put_bytes_field(event, 5, summary);
   return event;
 }
@@ -181,10 +187,7 @@ std::string encode_histograms_event(double wall_time, int64_t step,
     put_bytes_field(v, 5, proto);
     put_bytes_field(summary, 1, v);
   }
-  std::string event;
-  put_double_field(event, 1, wall_time);
-  put_tag(event, 2, wire_varint);
-  put_varint(event, static_cast<uint64_t>(step));
+  std::string event = event_header(wall_time, step);
   put_bytes_field(event, 5, summary);
   return event;
 }
@@ -193,10 +196,7 @@ std::string encode_session_start_event(double wall_time, int64_t step) {
   std::string session_log;
   put_tag(session_log, 1, wire_varint);
   put_varint(session_log, 1); // SessionLog.START
-  std::string event;
-  put_double_field(event, 1, wall_time);
-  put_tag(event, 2, wire_varint);
-  put_varint(event, static_cast<uint64_t>(step));
+  std::string event = event_header(wall_time, step);
   put_bytes_field(event, 7, session_log);
   return event;
 }

@@ -1,4 +1,5 @@
 #include "actors/rl_run.hpp"
+#include "runtime/io/elapsed.hpp"
 
 #include "runtime/io/text.hpp"
 
@@ -19,10 +20,6 @@ constexpr auto tick_interval = 500ms;
 constexpr auto wait_log_interval = 5s;
 constexpr auto check_timeout = 20s;       ///< a learner or sampler loading its model answers late
 constexpr auto checkpoint_timeout = 10min;
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
 
 double metric(const std::vector<metric_record>& records, const std::string& name, double dflt = 0) {
   for (auto& r : records)

@@ -7,6 +7,7 @@
 // limit are measured, not assumed.
 
 #include "runtime/remote/http_client.hpp"
+#include "runtime/io/elapsed.hpp"
 #include "runtime/remote/openai_protocol.hpp"
 #include "runtime/remote/remote_options.hpp"
 #include "runtime/remote/remote_sampler.hpp"
@@ -89,10 +90,6 @@ void check_error(const caf::error& err, errc code, std::initializer_list<std::st
   BOOST_CHECK_MESSAGE(has_code(err, code), "expected " << to_string(code) << ", got: " << text);
   for (const auto& part : parts)
     BOOST_CHECK_MESSAGE(contains(text, part), "\"" << part << "\" missing from: " << text);
-}
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 /// "[1, 2, 3]" for a check's message (Boost.Test cannot print vectors).

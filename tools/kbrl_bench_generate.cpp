@@ -15,6 +15,7 @@
 // all means the graphs fell back to eager (the reason is printed).
 
 #include "messages/errors.hpp"
+#include "runtime/io/elapsed.hpp"
 #include "runtime/io/json_writer.hpp"
 #include "runtime/model/decode_graph.hpp"
 #include "runtime/model/generation_engine.hpp"
@@ -37,10 +38,6 @@ using namespace kbrl;
 namespace fs = std::filesystem;
 
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 void synchronize(const at::Device& d) {
   if (d.is_cuda())

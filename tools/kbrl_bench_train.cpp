@@ -34,6 +34,7 @@
 // 790 TFLOP/s of bf16 dense matmul on an H200 (798 on an H100).
 
 #include "messages/errors.hpp"
+#include "runtime/io/elapsed.hpp"
 #include "runtime/io/json_writer.hpp"
 #include "runtime/model/model_config.hpp"
 #include "runtime/model/random_checkpoint.hpp"
@@ -58,10 +59,6 @@ using namespace kbrl;
 namespace fs = std::filesystem;
 
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 void synchronize(const at::Device& d) {
   if (d.is_cuda())

@@ -1,4 +1,5 @@
 #include "runtime/model/generation_engine.hpp"
+#include "runtime/io/elapsed.hpp"
 
 #include "messages/errors.hpp"
 #include "runtime/model/attention.hpp"
@@ -33,10 +34,6 @@ struct generation_engine::sequence {
 };
 
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
 
 sampling_row row_of(const sampling_params& p, std::optional<at::Generator>& gen) {
   return {p.temperature, p.top_p, p.top_k, gen ? &*gen : nullptr};

@@ -1,4 +1,5 @@
 #include "runtime/retrieval/index_store.hpp"
+#include "runtime/io/elapsed.hpp"
 
 #include "messages/errors.hpp"
 #include "runtime/io/json_writer.hpp"
@@ -37,10 +38,6 @@ constexpr const char* entries_file = "entries.jsonl";
 constexpr const char* sources_file = "sources.bin";
 constexpr const char* idf_file = "idf.bin";
 constexpr const char* format_name = "kbrl-retrieval-index";
-
-double seconds_since(clock_type::time_point t) {
-  return std::chrono::duration<double>(clock_type::now() - t).count();
-}
 
 int64_t now_unix_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -1,4 +1,5 @@
 #include "runtime/train/trainer.hpp"
+#include "runtime/io/elapsed.hpp"
 
 #include "messages/errors.hpp"
 #include "runtime/io/text.hpp"
@@ -19,10 +20,6 @@
 namespace kbrl::train {
 
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 int64_t length_of(const training_sample& s) {
   return static_cast<int64_t>(s.prompt_tokens.size() + s.completion_tokens.size());

@@ -123,15 +123,6 @@ std::vector<int64_t> capture_signature(const transformer& m) {
   return sig;
 }
 
-/// True when some LoRA term draws dropout masks (a learner's model): a graph would freeze them.
-bool lora_dropout_on(const transformer& m) {
-  bool on = false;
-  each_linear(m, [&](const linear_layer& l) {
-    on = on || (l.lora.defined() && l.lora.dropout > 0 && l.lora.dropout_generator.defined());
-  });
-  return on;
-}
-
 } // namespace
 
 struct decode_graph::state {
@@ -248,7 +239,7 @@ caf::expected<at::Tensor> decode_graph::run(const at::Tensor& inputs, int64_t ne
     return make_error(errc::invalid_argument,
                       "decode_graph::run: expected inputs [2, " + std::to_string(s.cache->slots())
                         + "], got " + c10::str(inputs.sizes()));
-  if (lora_dropout_on(*s.model))
+  if (s.model->draws_lora_dropout()) // a graph would freeze the masks
     return at::Tensor{};
   auto signature = capture_signature(*s.model);
   if (signature != s.signature) {

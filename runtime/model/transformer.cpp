@@ -66,17 +66,6 @@ bool lay_out_for_fused_inference(const transformer_options& o) {
          || (o.inference == inference_path::automatic && o.device.is_cuda());
 }
 
-/// True when some linear layer of `layers` draws LoRA dropout masks.
-bool any_lora_dropout(const std::vector<decoder_layer>& layers) {
-  for (const auto& l : layers)
-    for (const auto* p : {&l.self_attn.q_proj, &l.self_attn.k_proj, &l.self_attn.v_proj,
-                          &l.self_attn.o_proj, &l.mlp.gate_proj, &l.mlp.up_proj,
-                          &l.mlp.down_proj})
-      if (p->lora.defined() && p->lora.dropout > 0 && p->lora.dropout_generator.defined())
-        return true;
-  return false;
-}
-
 int64_t bytes_of(const at::Tensor& t) {
   return t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : 0;
 }
@@ -86,6 +75,13 @@ int64_t bytes_of(const linear_layer& l) { return bytes_of(l.weight) + bytes_of(l
 } // namespace
 
 // ---- building blocks -----------------------------------------------------------------------------
+
+at::Tensor linear_layer::with_lora_dropout(const at::Tensor& input) const {
+  if (!draws_lora_dropout())
+    return input;
+  const auto keep = at::empty_like(input).bernoulli_(1.0 - lora.dropout, lora.dropout_generator);
+  return input * keep / (1.0 - lora.dropout);
+}
 
 at::Tensor linear_layer::forward(const at::Tensor& x) const {
   if (!lora.defined())
@@ -98,12 +94,7 @@ at::Tensor linear_layer::forward(const at::Tensor& x) const {
     // formula reads it.
     const int64_t in = x.size(-1), out = weight.size(0);
     const auto rows = x.reshape({-1, in});
-    auto input = rows;
-    if (lora.dropout > 0 && lora.dropout_generator.defined()) {
-      const auto keep = at::empty_like(input).bernoulli_(1.0 - lora.dropout,
-                                                          lora.dropout_generator);
-      input = input * keep / (1.0 - lora.dropout);
-    }
+    const auto input = with_lora_dropout(rows);
     auto y = at::linear(rows, weight, bias);
     y.addmm_(at::linear(input, lora.a.to(dtype)), lora.b.to(dtype).t(), /*beta=*/1,
              /*alpha=*/lora.scaling);
@@ -112,12 +103,7 @@ at::Tensor linear_layer::forward(const at::Tensor& x) const {
     return y.view(shape);
   }
   auto y = at::linear(x, weight, bias);
-  auto input = x.to(lora.a.scalar_type());
-  if (lora.dropout > 0 && lora.dropout_generator.defined()) {
-    const auto keep = at::empty_like(input).bernoulli_(1.0 - lora.dropout,
-                                                        lora.dropout_generator);
-    input = input * keep / (1.0 - lora.dropout);
-  }
+  const auto input = with_lora_dropout(x.to(lora.a.scalar_type()));
   const auto delta = at::linear(at::linear(input, lora.a), lora.b);
   return y + (delta * lora.scaling).to(y.scalar_type());
 }
@@ -318,7 +304,17 @@ bool transformer::uses_fused_inference() const {
     break;
   }
   // Dropout masks are drawn in run_layer()'s order from the layer's generator: keep that path.
-  return !any_lora_dropout(layers_);
+  return !draws_lora_dropout();
+}
+
+bool transformer::draws_lora_dropout() const {
+  for (const auto& l : layers_)
+    for (const auto* p : {&l.self_attn.q_proj, &l.self_attn.k_proj, &l.self_attn.v_proj,
+                          &l.self_attn.o_proj, &l.mlp.gate_proj, &l.mlp.up_proj,
+                          &l.mlp.down_proj})
+      if (p->draws_lora_dropout())
+        return true;
+  return false;
 }
 
 at::Tensor transformer::forward_inference(const at::Tensor& ids, const at::Tensor& positions,

@@ -111,6 +111,12 @@ struct linear_layer {
   lora_factors lora;
 
   at::Tensor forward(const at::Tensor& x) const;
+  /// True when forward() draws LoRA dropout masks (a learner's model in training).
+  bool draws_lora_dropout() const {
+    return lora.defined() && lora.dropout > 0 && lora.dropout_generator.defined();
+  }
+  /// `input` with LoRA dropout applied when it is drawn (kept values scaled by 1 / (1 - p)).
+  at::Tensor with_lora_dropout(const at::Tensor& input) const;
 };
 
 /// self_attn of one layer.
@@ -200,6 +206,9 @@ public:
   /// True when forward() would run the fused inference path now: the options' inference_path
   /// allows it in the current autograd mode (see there) and no LoRA term draws dropout masks.
   bool uses_fused_inference() const;
+  /// True when some linear layer draws LoRA dropout masks: such a forward cannot be frozen into
+  /// a CUDA graph, and keeps run_layer()'s order of draws.
+  bool draws_lora_dropout() const;
   /// Switches what forward() runs without autograd (tests and benchmarks compare the paths on
   /// one model). The weight layout stays as loaded.
   void set_inference_path(inference_path path) { options_.inference = path; }

@@ -417,6 +417,55 @@ BOOST_AUTO_TEST_CASE(rope_qkv_kernel_matches_the_composition) {
         }
 }
 
+/// decode_attention() and grouped_attention() with cache_mask() on the same cache slots.
+void check_decode_attention(const at::TensorOptions& o, double rel, int64_t batch, int64_t heads,
+                            int64_t kv_heads, int64_t dim, int64_t key_len,
+                            const std::vector<int64_t>& positions) {
+  const auto cache_k = randn({batch + 2, kv_heads, key_len + 5, dim}, 21, o);
+  const auto cache_v = randn({batch + 2, kv_heads, key_len + 5, dim}, 22, o);
+  const auto keys = cache_k.narrow(0, 1, batch).narrow(2, 0, key_len);
+  const auto values = cache_v.narrow(0, 1, batch).narrow(2, 0, key_len);
+  const auto q = randn({batch, heads, 1, dim}, 23, o) * 2;
+  const auto pos = at::tensor(positions, at::kLong).view({batch, 1}).to(o.device());
+  const auto got = decode_attention(q, keys, values, pos);
+  const auto want = grouped_attention(q, keys, values, cache_mask(pos, key_len));
+  BOOST_REQUIRE(got.sizes() == want.sizes());
+  check_relative(got, want, rel, "attention output");
+}
+
+BOOST_AUTO_TEST_CASE(decode_attention_on_the_cpu_is_the_masked_composition) {
+  const auto o = at::TensorOptions(at::kFloat);
+  check_decode_attention(o, 0.0, 2, 6, 2, 16, 20, {19, 3});
+}
+
+BOOST_AUTO_TEST_CASE(decode_attention_kernel_matches_the_composition) {
+  if (skip_without_cuda("decode_attention_kernel_matches_the_composition"))
+    return;
+  struct shape {
+    int64_t batch, heads, kv_heads, dim, key_len;
+    std::vector<int64_t> positions;
+  };
+  // Qwen2-1.5B's heads at a 768-position bucket (several splits, the last partly used, or
+  // only the first), MHA, one split, head_dim 256, position 0, the last, a split boundary.
+  // The kernel takes one sequence (decode_attention's gate); larger batches compare the
+  // composition with itself through the same call.
+  const std::vector<shape> shapes{{1, 12, 2, 128, 768, {300}}, {1, 12, 2, 128, 768, {0}},
+                                  {1, 12, 2, 128, 768, {767}}, {1, 4, 4, 64, 100, {99}},
+                                  {1, 8, 1, 256, 129, {128}},  {1, 6, 3, 16, 384, {127}},
+                                  {3, 12, 2, 128, 768, {767, 0, 300}}};
+  for (const auto& p : kernel_precisions)
+    for (const auto& s : shapes) {
+      BOOST_TEST_CONTEXT(c10::toString(p.dtype) << " batch " << s.batch << " heads " << s.heads
+                                                << "/" << s.kv_heads << " dim " << s.dim
+                                                << " keys " << s.key_len) {
+        // float32 softmax here, the dtype's in the reference: a few units in the last place.
+        const double rel = p.dtype == at::kFloat ? 1e-5 : 4 * p.rel;
+        check_decode_attention(at::TensorOptions(at::kCUDA).dtype(p.dtype), rel, s.batch,
+                               s.heads, s.kv_heads, s.dim, s.key_len, s.positions);
+      }
+    }
+}
+
 BOOST_AUTO_TEST_CASE(fused_decoding_on_cuda_equals_unfused) {
   if (skip_without_cuda("fused_decoding_on_cuda_equals_unfused"))
     return;

@@ -2,7 +2,7 @@
 //
 //   kbrl-bench-generate --config CONFIG.json --dir DIR [--batch 1,32,128] [--prompt 512]
 //                       [--new 256] [--device cuda] [--dtype bf16] [--cuda-graphs on,off]
-//                       [--out results.json]
+//                       [--out results.json] [--profile TRACE.json]
 //
 // Writes a random-initialised checkpoint of CONFIG into DIR once (reused after), loads it, and
 // for each batch size runs `batch` requests of `prompt` random tokens and exactly `new` sampled
@@ -12,9 +12,12 @@
 // measured device copy bandwidth). --cuda-graphs on,off (the default) runs every batch size with
 // the decode step replayed from CUDA graphs and then eagerly, and prints both; "on" or "off"
 // alone runs one mode. A run with graphs on reports how many steps came from a graph: fewer than
-// all means the graphs fell back to eager (the reason is printed).
+// all means the graphs fell back to eager (the reason is printed). --profile records the first
+// measured run's device kernels (CUDA graph replays included), prints the longest per decode
+// step and writes the Chrome trace to TRACE.json.
 
 #include "messages/errors.hpp"
+#include "runtime/device/kernel_profile.hpp"
 #include "runtime/io/elapsed.hpp"
 #include "runtime/io/json_writer.hpp"
 #include "runtime/model/decode_graph.hpp"
@@ -68,7 +71,7 @@ int fail(const std::string& what, const caf::error& e) {
 
 int main(int argc, char** argv) {
   CLI::App app{"kbrl-bench-generate: built-in sampler throughput on a random-initialised model"};
-  std::string config_path, dir, device = "cuda", dtype = "bf16", out_path;
+  std::string config_path, dir, device = "cuda", dtype = "bf16", out_path, profile_path;
   std::vector<int> batches{1, 32, 128};
   std::vector<std::string> graph_modes{"on", "off"};
   int prompt_len = 512, new_tokens = 256;
@@ -85,6 +88,8 @@ int main(int argc, char** argv) {
     ->delimiter(',')
     ->check(CLI::IsMember({"on", "off"}));
   app.add_option("--out", out_path, "Write the figures as JSON here");
+  app.add_option("--profile", profile_path,
+                 "Profile the first measured run's kernels; the Chrome trace goes here");
   CLI11_PARSE(app, argc, argv);
 
   auto config = model::load_model_config(config_path);
@@ -176,6 +181,34 @@ int main(int argc, char** argv) {
         engine->generate(warm);
       }
       synchronize(opts.device);
+      if (!profile_path.empty()) {
+        // An extra run under the profiler, before the measured one (a profile slows what it
+        // records, so its time is not a measurement).
+        if (auto ok = start_kernel_profile(); !ok) {
+          std::printf("--profile: %s; running without a profile\n", describe(ok.error()).c_str());
+          profile_path.clear();
+        }
+      }
+      if (!profile_path.empty()) {
+        const auto steps_before = engine->stats().decode_steps;
+        const auto profiled_start = std::chrono::steady_clock::now();
+        engine->generate(reqs);
+        synchronize(opts.device);
+        const double profiled_seconds = seconds_since(profiled_start);
+        auto summary = stop_kernel_profile(profile_path);
+        const auto steps = engine->stats().decode_steps - steps_before;
+        if (!summary)
+          std::printf("--profile: %s\n", describe(summary.error()).c_str());
+        else
+        std::printf("kernels of batch %d, graphs %s (%.1f ms of wall time per decode step under "
+                    "the profiler; trace in %s):\n%s",
+                    batch, mode.c_str(), 1000.0 * profiled_seconds / std::max<uint64_t>(1, steps),
+                    profile_path.c_str(),
+                    describe(*summary, 30, static_cast<double>(std::max<uint64_t>(1, steps)),
+                             "decode step").c_str());
+        std::fflush(stdout);
+        profile_path.clear(); // the first batch and mode only
+      }
       auto before = engine->stats();
       auto t1 = std::chrono::steady_clock::now();
       auto results = engine->generate(reqs);

@@ -16,7 +16,8 @@
 // --attention choose between the trainer's faster paths (the defaults) and the older ones, to
 // measure each change: LoRA terms in the base dtype or in float32 (trainer_options::
 // lora_compute), causal attention without a mask tensor or through the explicit boolean mask
-// (trainer_options::explicit_attention_mask).
+// (trainer_options::explicit_attention_mask). --profile TRACE.json runs one more step under
+// libtorch's kernel profiler, prints its longest kernels and writes the Chrome trace.
 //
 // Figures: tokens per second (all tokens of the step / mean step time), model FLOPs utilisation
 // and peak CUDA memory (c10's caching allocator: the peak of allocated bytes during the timed
@@ -34,6 +35,7 @@
 // 790 TFLOP/s of bf16 dense matmul on an H200 (798 on an H100).
 
 #include "messages/errors.hpp"
+#include "runtime/device/kernel_profile.hpp"
 #include "runtime/io/elapsed.hpp"
 #include "runtime/io/json_writer.hpp"
 #include "runtime/model/model_config.hpp"
@@ -142,7 +144,7 @@ int main(int argc, char** argv) {
   CLI::App app{"kbrl-bench-train: LoRA training throughput on a random-initialised model"};
   std::string config_path, dir, device = "cuda", dtype = "bf16", out_path, label = "kbrl",
                                 checkpointing = "on", lora_compute = "base",
-                                attention = "causal";
+                                attention = "causal", profile_path;
   std::vector<int> gpus;
   int batch = 8, rank = 32, warmup = 2, steps = 5, cpu_ranks = 1;
   int64_t seq = 2048, micro_batch_tokens = 0;
@@ -172,6 +174,9 @@ int main(int argc, char** argv) {
   app.add_option("--peak-tflops", peak_tflops, "The device's dense bf16 peak, for MFU");
   app.add_option("--label", label, "Name of this row in the results");
   app.add_option("--out", out_path, "Write the figures as JSON here");
+  app.add_option("--profile", profile_path,
+                 "After the timed steps, profile one more step's kernels; the Chrome trace goes "
+                 "here");
   CLI11_PARSE(app, argc, argv);
 
   auto config = model::load_model_config(config_path);
@@ -266,6 +271,29 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     if (i >= warmup)
       times.push_back(s);
+  }
+  if (!profile_path.empty()) {
+    // An extra step under the profiler, after the timed ones: a profile slows what it records.
+    if (auto ok = start_kernel_profile(); !ok) {
+      std::printf("--profile: %s; no profiled step\n", describe(ok.error()).c_str());
+      profile_path.clear();
+    }
+  }
+  if (!profile_path.empty()) {
+    const auto start = std::chrono::steady_clock::now();
+    auto stats = (*dp)->step(samples);
+    for (const auto& d : devices)
+      synchronize(d);
+    const double s = seconds_since(start);
+    auto summary = stop_kernel_profile(profile_path);
+    if (!stats)
+      return fail(out_path, label, "profiled step: " + describe(stats.error()));
+    if (!summary)
+      std::printf("--profile: %s\n", describe(summary.error()).c_str());
+    else
+      std::printf("kernels of one step (%.3f s under the profiler; trace in %s):\n%s", s,
+                profile_path.c_str(), describe(*summary, 40, 1.0, "step").c_str());
+    std::fflush(stdout);
   }
   double mean = 0;
   for (double t : times)

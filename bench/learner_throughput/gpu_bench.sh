@@ -18,6 +18,8 @@
 #            them: --lora-compute float32), -mask (attention through the explicit boolean mask:
 #            --attention mask) and -old (both); compare with the kbrl-1.5b-8x2048 row
 #   16kmask  the 16k row through the explicit mask (the attention path before is_causal)
+#   profile  one 1.5B 8 x 2048 step of kbrl under the kernel profiler (--profile): the longest
+#            kernels go to OUT/kbrl-1.5b-profile.log, the Chrome trace to /tmp (it is large)
 # A device command may run 10 minutes: on one machine run `1.5b,7b` then `16k,dp` as two
 # commands if the build is not cached (the first builds; the random checkpoints under /tmp are
 # reused while the machine stays warm). ROW_TIMEOUT (seconds, default 420) bounds each row.
@@ -122,7 +124,10 @@ for r in ${rows//,/ }; do
     16kmask)
       WARMUP=1 STEPS=2 kbrl kbrl-7b-1x16384-mask "$large" /tmp/kbrl-bench-qwen2.5-7b 1 16384 \
         --gpus 0 --attention mask ;;
-    *) echo "unknown row set '$r' (1.5b, 7b, 16k, dp, nockpt, paths, 16kmask)" ;;
+    profile)
+      WARMUP=1 STEPS=1 kbrl kbrl-1.5b-profile "$small" /tmp/kbrl-bench-qwen2-1.5b 8 2048 \
+        --gpus 0 --profile /tmp/kbrl-1.5b-train-trace.json ;;
+    *) echo "unknown row set '$r' (1.5b, 7b, 16k, dp, nockpt, paths, 16kmask, profile)" ;;
   esac
 done
 

@@ -4,6 +4,8 @@
 # prints the ratios. Results go under OUT.
 #   bash bench/sampler_throughput/gpu_bench.sh OUT [BATCHES] [GRAPHS]
 # GRAPHS: on,off (default: kbrl runs each batch with CUDA graphs and then eagerly), on, or off.
+# KBRL_PROFILE=1 adds one profiled run of the first batch before its measurement (kbrl-bench-
+# generate --profile): the longest kernels per decode step go to kbrl.log, the trace to /tmp.
 set -uo pipefail
 out=$1
 batches=${2:-1,32,128}
@@ -15,7 +17,8 @@ nvidia-smi --query-gpu=name,memory.total --format=csv,noheader > "$out/device.tx
 bash .gpu/build.sh > "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
 source .gpu/env.sh
 build-gpu/kbrl-bench-generate --config "$here/qwen2-1.5b.config.json" --dir /tmp/kbrl-qwen2-1.5b \
-  --batch "$batches" --cuda-graphs "$graphs" --device cuda --dtype bf16 --out "$out/kbrl.json" 2>&1 | tee "$out/kbrl.log"
+  --batch "$batches" --cuda-graphs "$graphs" --device cuda --dtype bf16 --out "$out/kbrl.json" \
+  ${KBRL_PROFILE:+--profile /tmp/kbrl-generate-trace.json} 2>&1 | tee "$out/kbrl.log"
 python3 "$here/transformers_generate.py" --config "$here/qwen2-1.5b.config.json" \
   --batch "$batches" --out "$out/peer.json" 2>&1 | grep -v Warning | tee "$out/peer.log"
 python3 - "$out/kbrl.json" "$out/peer.json" <<'PY'

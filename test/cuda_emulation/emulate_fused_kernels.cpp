@@ -8,6 +8,7 @@
 #include "emulated_device.hpp"
 
 #include "runtime/model/cuda/add_rms_norm_kernel.cuh"
+#include "runtime/model/cuda/decode_attention_kernel.cuh"
 #include "runtime/model/cuda/rope_qkv_kernel.cuh"
 #include "runtime/model/cuda/swiglu_kernel.cuh"
 
@@ -213,6 +214,58 @@ void rope_case(at::ScalarType t, double rel, int64_t batch, int64_t seq, int64_t
   }
 }
 
+/// decode attention against softmax(q k^T / sqrt(dim)) v in float64 over each row's positions
+/// [0, position], reading a cache of `slots` rows from slot 1 on (strides of a real cache).
+template <class T>
+void decode_attention_case(at::ScalarType t, double rel, int64_t batch, int64_t heads,
+                           int64_t kv_heads, int64_t dim, int64_t key_len,
+                           std::vector<int64_t> positions) {
+  const std::string what = "decode_attention " + name_of(t) + " batch " + std::to_string(batch)
+                           + " heads " + std::to_string(heads) + "/" + std::to_string(kv_heads)
+                           + " dim " + std::to_string(dim) + " keys " + std::to_string(key_len);
+  const int64_t max_len = key_len + 9;
+  const auto cache_k = randn({batch + 2, kv_heads, max_len, dim}, 11 + dim, t);
+  const auto cache_v = randn({batch + 2, kv_heads, max_len, dim}, 12 + dim, t);
+  const auto keys = cache_k.narrow(0, 1, batch), values = cache_v.narrow(0, 1, batch);
+  const auto q = randn({batch, heads, 1, dim}, 13 + dim, t) * 2;
+  const auto pos = at::tensor(positions, at::kLong);
+  k::decode_attention_shape shape;
+  shape.batch = batch;
+  shape.heads = heads;
+  shape.kv_heads = kv_heads;
+  shape.head_dim = dim;
+  shape.key_len = key_len;
+  shape.splits = (key_len + k::decode_keys_per_block - 1) / k::decode_keys_per_block;
+  shape.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)));
+  k::decode_kv kv;
+  kv.keys = keys.data_ptr();
+  kv.values = values.data_ptr();
+  kv.batch_stride = keys.stride(0);
+  kv.head_stride = keys.stride(1);
+  kv.position_stride = keys.stride(2);
+  auto partials = at::full({batch * heads * shape.splits, dim + 2}, 7.0, at::kFloat);
+  auto out = at::full({batch, heads, 1, dim}, 7.0, at::TensorOptions(t));
+  emu::launch(static_cast<unsigned>(batch * heads * shape.splits), k::decode_keys_per_block, [&] {
+    k::decode_attention_partial_kernel<T>(ptr<T>(q), kv, pos.data_ptr<int64_t>(),
+                                          partials.data_ptr<float>(), shape);
+  });
+  emu::launch(static_cast<unsigned>(batch * heads), k::warp_multiple(dim, 256), [&] {
+    k::decode_attention_merge_kernel<T>(partials.data_ptr<float>(), ptr<T>(out), shape);
+  });
+  const int64_t group = heads / kv_heads;
+  auto want = at::empty({batch, heads, 1, dim}, at::kDouble);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h) {
+      const int64_t n = std::min(positions[b] + 1, key_len);
+      const auto kk = keys[b][h / group].narrow(0, 0, n).to(at::kDouble);
+      const auto vv = values[b][h / group].narrow(0, 0, n).to(at::kDouble);
+      const auto scores = at::matmul(kk, q[b][h][0].to(at::kDouble)) / std::sqrt(double(dim));
+      want[b][h][0].copy_(at::matmul(at::softmax(scores, 0), vv));
+    }
+  // float32 sums over 256-element dot products in another order than the reference's: 1e-5.
+  check_close(out, want, std::max(rel, 1e-5), what);
+}
+
 template <class T>
 void all_cases(at::ScalarType t, double rel) {
   for (int64_t dim : {1, 5, 33, 64, 1000, 1536})
@@ -229,6 +282,12 @@ void all_cases(at::ScalarType t, double rel) {
     for (bool normed : {false, true})
       for (bool cached : {false, true})
         rope_case<T>(t, rel, sh.batch, sh.seq, sh.heads, sh.kv_heads, sh.dim, normed, cached);
+  // One split, several (the last partly or wholly past a row's position), GQA and MHA, a
+  // position past key_len (clamped), head_dim 16 .. 256.
+  decode_attention_case<T>(t, rel, 2, 12, 2, 128, 300, {299, 0});
+  decode_attention_case<T>(t, rel, 3, 4, 4, 64, 40, {5, 39, 77});
+  decode_attention_case<T>(t, rel, 1, 2, 1, 256, 129, {128});
+  decode_attention_case<T>(t, rel, 2, 6, 3, 16, 400, {130, 255});
 }
 
 } // namespace

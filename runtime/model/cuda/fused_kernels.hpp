@@ -71,4 +71,37 @@ cudaError_t rope_qkv(element_type type, const void* qkv, const void* cos, const 
                      const void* q_norm, const void* k_norm, float eps, void* q_out,
                      const kv_destination& kv, const qkv_shape& shape, cudaStream_t stream);
 
+/// The kv cache decode_attention() reads: element i of cached position p of key/value head h of
+/// sequence b lies at base + b * batch_stride + h * head_stride + p * position_stride + i.
+struct decode_kv {
+  const void* keys = nullptr;
+  const void* values = nullptr;
+  int64_t batch_stride = 0;
+  int64_t head_stride = 0;
+  int64_t position_stride = 0;
+};
+
+/// The shapes of decode_attention().
+struct decode_attention_shape {
+  int64_t batch = 0, heads = 0, kv_heads = 0;
+  int64_t head_dim = 0; ///< a multiple of 16 / sizeof(T), at most 256
+  int64_t key_len = 0;  ///< cached positions that may be read
+  int64_t splits = 0;   ///< decode_attention_splits(key_len)
+  float scale = 0;      ///< the scores' factor, 1 / sqrt(head_dim) for the usual attention
+};
+
+/// How many partial results decode_attention() makes per (sequence, head) for a cache of
+/// `key_len` positions: its workspace holds batch * heads * splits * (head_dim + 2) floats.
+int64_t decode_attention_splits(int64_t key_len);
+
+/// Attention of one query per sequence over its cache: for q [batch, heads, head_dim]
+/// (contiguous), query head h reads key/value head h / (heads / kv_heads) at cached positions
+/// [0, positions[b]] (clamped to [0, key_len)), softmax(q k^T * scale) v in float32, written
+/// to out [batch, heads, head_dim] in T. `partials` is the float32 workspace (see
+/// decode_attention_splits). cudaErrorInvalidValue when head_dim or the cache's alignment (16
+/// bytes for every cached row) does not suit the kernels.
+cudaError_t decode_attention(element_type type, const void* q, const decode_kv& kv,
+                             const int64_t* positions, float* partials, void* out,
+                             const decode_attention_shape& shape, cudaStream_t stream);
+
 } // namespace kbrl::model::cuda

@@ -1,0 +1,58 @@
+// The launcher of decode_attention_kernel.cuh for each element type (fused_kernels.hpp).
+
+#include "runtime/model/cuda/decode_attention_kernel.cuh"
+
+#include <cstdint>
+
+namespace kbrl::model::cuda {
+
+int64_t decode_attention_splits(int64_t key_len) {
+  return (key_len + decode_keys_per_block - 1) / decode_keys_per_block;
+}
+
+namespace {
+
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+template <class T>
+cudaError_t launch(const void* q, const decode_kv& kv, const int64_t* positions, float* partials,
+                   void* out, const decode_attention_shape& shape, cudaStream_t stream) {
+  constexpr int64_t V = vector16<T>::size;
+  const int64_t bytes = sizeof(T);
+  if (shape.head_dim <= 0 || shape.head_dim > decode_max_head_dim || shape.head_dim % V != 0
+      || shape.kv_heads <= 0 || shape.heads % shape.kv_heads != 0 || shape.key_len <= 0
+      || shape.splits != decode_attention_splits(shape.key_len) || !aligned16(kv.keys)
+      || !aligned16(kv.values) || (kv.batch_stride * bytes) % 16 != 0
+      || (kv.head_stride * bytes) % 16 != 0 || (kv.position_stride * bytes) % 16 != 0)
+    return cudaErrorInvalidValue;
+  if (shape.batch <= 0 || shape.heads <= 0)
+    return cudaSuccess;
+  const int64_t heads = shape.batch * shape.heads;
+  decode_attention_partial_kernel<T>
+    <<<static_cast<unsigned>(heads * shape.splits), decode_keys_per_block, 0, stream>>>(
+      static_cast<const T*>(q), kv, positions, partials, shape);
+  if (const auto err = cudaGetLastError(); err != cudaSuccess)
+    return err;
+  const unsigned threads = static_cast<unsigned>(warp_multiple(shape.head_dim, 256));
+  decode_attention_merge_kernel<T><<<static_cast<unsigned>(heads), threads, 0, stream>>>(
+    partials, static_cast<T*>(out), shape);
+  return cudaGetLastError();
+}
+
+} // namespace
+
+cudaError_t decode_attention(element_type type, const void* q, const decode_kv& kv,
+                             const int64_t* positions, float* partials, void* out,
+                             const decode_attention_shape& shape, cudaStream_t stream) {
+  switch (type) {
+  case element_type::f32:
+    return launch<float>(q, kv, positions, partials, out, shape, stream);
+  case element_type::f16:
+    return launch<__half>(q, kv, positions, partials, out, shape, stream);
+  case element_type::bf16:
+    return launch<__nv_bfloat16>(q, kv, positions, partials, out, shape, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+} // namespace kbrl::model::cuda

@@ -427,8 +427,9 @@ void check_decode_attention(const at::TensorOptions& o, double rel, int64_t batc
   const auto values = cache_v.narrow(0, 1, batch).narrow(2, 0, key_len);
   const auto q = randn({batch, heads, 1, dim}, 23, o) * 2;
   const auto pos = at::tensor(positions, at::kLong).view({batch, 1}).to(o.device());
-  const auto got = decode_attention(q, keys, values, pos);
-  const auto want = grouped_attention(q, keys, values, cache_mask(pos, key_len));
+  const auto mask = cache_mask(pos, key_len);
+  const auto got = decode_attention(q, keys, values, pos, mask);
+  const auto want = grouped_attention(q, keys, values, mask);
   BOOST_REQUIRE(got.sizes() == want.sizes());
   check_relative(got, want, rel, "attention output");
 }

@@ -197,15 +197,17 @@ int main(int argc, char** argv) {
         const double profiled_seconds = seconds_since(profiled_start);
         auto summary = stop_kernel_profile(profile_path);
         const auto steps = engine->stats().decode_steps - steps_before;
-        if (!summary)
+        if (!summary) {
           std::printf("--profile: %s\n", describe(summary.error()).c_str());
-        else
-        std::printf("kernels of batch %d, graphs %s (%.1f ms of wall time per decode step under "
-                    "the profiler; trace in %s):\n%s",
-                    batch, mode.c_str(), 1000.0 * profiled_seconds / std::max<uint64_t>(1, steps),
-                    profile_path.c_str(),
-                    describe(*summary, 30, static_cast<double>(std::max<uint64_t>(1, steps)),
-                             "decode step").c_str());
+        } else {
+          std::printf("kernels of batch %d, graphs %s (%.1f ms of wall time per decode step under "
+                      "the profiler; trace in %s):\n%s",
+                      batch, mode.c_str(),
+                      1000.0 * profiled_seconds / std::max<uint64_t>(1, steps),
+                      profile_path.c_str(),
+                      describe(*summary, 30, static_cast<double>(std::max<uint64_t>(1, steps)),
+                               "decode step").c_str());
+        }
         std::fflush(stdout);
         profile_path.clear(); // the first batch and mode only
       }

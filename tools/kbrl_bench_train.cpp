@@ -292,7 +292,7 @@ int main(int argc, char** argv) {
       std::printf("--profile: %s\n", describe(summary.error()).c_str());
     else
       std::printf("kernels of one step (%.3f s under the profiler; trace in %s):\n%s", s,
-                profile_path.c_str(), describe(*summary, 40, 1.0, "step").c_str());
+                  profile_path.c_str(), describe(*summary, 40, 1.0, "step").c_str());
     std::fflush(stdout);
   }
   double mean = 0;

@@ -242,7 +242,7 @@ attention_inputs rope_qkv(const at::Tensor& qkv, const qkv_layout& l,
 // ---- decode attention ----------------------------------------------------------------------------
 
 at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
-                            const at::Tensor& positions) {
+                            const at::Tensor& positions, const at::Tensor& mask) {
   TORCH_CHECK(q.dim() == 4 && q.size(2) == 1 && keys.dim() == 4 && keys.sizes() == values.sizes()
                 && keys.size(0) == q.size(0) && keys.size(3) == q.size(3) && keys.size(1) > 0
                 && q.size(1) % keys.size(1) == 0,
@@ -293,7 +293,7 @@ at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& keys, const a
     }
   }
 #endif
-  return grouped_attention(q, keys, values, cache_mask(positions, keys.size(2)));
+  return grouped_attention(q, keys, values, mask);
 }
 
 // ---- fused projections ---------------------------------------------------------------------------

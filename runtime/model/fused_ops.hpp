@@ -83,13 +83,14 @@ attention_inputs rope_qkv(const at::Tensor& qkv, const qkv_layout& layout,
 
 /// Attention of one query per sequence over its kv cache, as a decode step needs it: q [batch,
 /// heads, 1, head_dim], keys/values the cache's [batch, kv_heads, key_len, head_dim], positions
-/// [batch, 1] (the queries' own positions); query b attends to cached positions [0,
-/// positions[b]], exactly what cache_mask(positions, key_len) allows. Returns [batch, heads, 1,
-/// head_dim] in q's dtype. On CUDA a split-key kernel (cuda/decode_attention_kernel.cuh; float32
-/// softmax, so within the dtype's rounding of grouped_attention's result, not bit-equal) where
-/// the shapes suit it; otherwise grouped_attention() with that mask.
+/// [batch, 1] (the queries' own positions), `mask` cache_mask(positions, key_len) in any form
+/// grouped_attention() takes (folded, additive). Query b attends to cached positions [0,
+/// positions[b]], what that mask allows. Returns [batch, heads, 1, head_dim] in q's dtype. On
+/// CUDA, for one sequence, a split-key kernel reads the positions instead of the mask
+/// (cuda/decode_attention_kernel.cuh; float32 softmax, so within the dtype's rounding of
+/// grouped_attention's result, not bit-equal); otherwise grouped_attention() with `mask`.
 at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
-                            const at::Tensor& positions);
+                            const at::Tensor& positions, const at::Tensor& mask);
 
 /// True when the weights (or the biases) of `parts` are consecutive row blocks of `fused`, in
 /// order and covering it: what fuse_rows() leaves behind. All undefined (no biases) counts as

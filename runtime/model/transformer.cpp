@@ -321,16 +321,11 @@ at::Tensor transformer::forward_inference(const at::Tensor& ids, const at::Tenso
                                           const at::Tensor& mask, const cache_span& cache) const {
   at::Tensor residual = embed(ids), pending;
   const auto rot = rotary(positions);
-  // A decode step (one token per row, with a cache) attends through decode_attention(), which
-  // takes the positions instead of the mask (cache_mask() allows exactly those).
-  const bool decoding = cache.cache != nullptr && ids.size(1) == 1;
-  at::Tensor folded;
-  if (!decoding) {
-    folded = fold_attention_mask(mask, config_.num_attention_heads / config_.num_key_value_heads);
-    // The fused attention kernel adds a float mask; converted here once, not in every layer.
-    if (folded.defined() && fused_attention_available())
-      folded = additive_attention_mask(folded, options_.dtype);
-  }
+  auto folded = fold_attention_mask(
+    mask, config_.num_attention_heads / config_.num_key_value_heads);
+  // The fused attention kernel adds a float mask; converted here once, not in every layer.
+  if (folded.defined() && fused_attention_available())
+    folded = additive_attention_mask(folded, options_.dtype);
   for (int64_t i = 0; i < static_cast<int64_t>(layers_.size()); ++i)
     run_layer_inference(i, residual, pending, rot, positions, folded, cache);
   // The last layer's MLP output joins the residual inside the final norm.
@@ -362,7 +357,7 @@ void transformer::run_layer_inference(int64_t index, at::Tensor& residual, at::T
     in.values = in.values.narrow(2, 0, cache.key_len);
   }
   const auto attended = cache.cache != nullptr && seq == 1
-                          ? decode_attention(in.q, in.keys, in.values, positions)
+                          ? decode_attention(in.q, in.keys, in.values, positions, mask)
                           : grouped_attention(in.q, in.keys, in.values, mask);
   const auto out = attended.transpose(1, 2).reshape({batch, seq, heads * dim});
   auto [h2, y] = add_rms_norm(h, attn.o_proj.forward(out), layer.post_attention_layernorm, eps);

@@ -27,10 +27,10 @@
 // through forward_inference(): residual add + RMSNorm, RoPE + kv-cache write and SwiGLU as single
 // kernels, q|k|v and gate|up as single GEMMs over weights stacked at load (fused_ops.hpp), about
 // a dozen kernels per layer instead of ~40; a decode step (one token per row, with a cache)
-// attends through decode_attention(), from the positions rather than the mask (the cache_mask()
-// forward() is given allows exactly those). run_layer() stays the reference and the training
-// path; the two agree to rounding (bit for bit but for float32 sum order and GEMM shapes, and
-// the decode attention's float32 softmax).
+// attends through decode_attention(), whose kernel reads the positions rather than the mask
+// (the cache_mask() forward() is given allows exactly those). run_layer() stays the reference
+// and the training path; the two agree to rounding (bit for bit but for float32 sum order and
+// GEMM shapes, and the decode attention's float32 softmax).
 //
 // A transformer is not thread-safe while an adapter is attached or detached; forward() itself
 // only reads the weights (and writes the kv_cache it is given).

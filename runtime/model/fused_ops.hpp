@@ -9,6 +9,8 @@
 //   fused_projection  q|k|v or gate|up as one GEMM               (3 or 2 GEMMs -> 1)
 //   rope_qkv          q/k RMSNorm (qwen3), RoPE, kv-cache write  (~20 kernels -> 1)
 //   swiglu            silu(gate) * up                            (2 -> 1)
+//   decode_attention  one query per sequence over its cache      (SDPA's kernel -> 2 split-key
+//                     kernels; one sequence only, see there)
 //
 // The fused kernels reproduce libtorch's roundings step by step (cuda/fused_kernels.hpp), so
 // they agree with the composition bit for bit except for the order of float32 sums (RMSNorm);

@@ -62,6 +62,7 @@ void deliver(self_ptr self, caf::typed_response_promise<eval_result>& promise, e
 void run_on(self_ptr self, evaluator_slot& slot, pending_evaluation item) {
   slot.busy = true;
   auto name = slot.name;
+  auto asked = slot.handle.address(); // which incarnation of the slot this request went to
   auto timeout = std::chrono::milliseconds(static_cast<int64_t>(item.request.timing.timeout_s * 1000))
                  + self->state.settings.request_margin;
   auto shared = std::make_shared<pending_evaluation>(std::move(item));
@@ -80,12 +81,17 @@ void run_on(self_ptr self, evaluator_slot& slot, pending_evaluation item) {
         deliver(self, shared->promise, std::move(res));
         dispatch(self);
       },
-      [self, shared, name](caf::error& err) {
+      [self, shared, name, asked](caf::error& err) {
         auto* s = slot_by_name(self, name);
         if (s != nullptr)
           s->busy = false;
         if (err == caf::sec::request_receiver_down && shared->attempts < 2) {
-          // The evaluator was gone before it could answer: not this candidate's doing.
+          // The evaluator was gone before it could answer: not this candidate's doing. Until
+          // its down message arrives and restart_or_degrade() replaces it, the slot's handle is
+          // dead: dispatching to it again would spend this candidate's last attempt on the same
+          // corpse (seen after a sticky device error, whose evaluator exits after answering).
+          if (s != nullptr && s->state == "running" && s->handle && s->handle.address() == asked)
+            s->state = "restarting";
           ++shared->attempts;
           self->state.queue.push_front(std::move(*shared));
           dispatch(self);

@@ -71,16 +71,20 @@ python3 "$here/make_replay.py" --manifest "$cands/manifest.json" --candidates "$
 python3 "$here/check_replay.py" kernels "$out/replay.jsonl" "$cands" | tee "$out/replay_check.txt"
 
 # 2b. One replayed kernel (19_ReLU, correct in the bench) through kbrl-eval-kernel on the GPU
-#     while nothing else holds it: correct here and wrong in the run points at the run (memory
-#     shared with the sampler and learner, settings), wrong here at the kernel or the problem.
+#     while nothing else holds it, with timing as the RL run does it: correct here and wrong in
+#     the run points at the run (memory shared with the sampler and learner, settings); wrong
+#     here at the kernel, the problem or the device. The worker holds about 8 input-sized tensors
+#     at once while checking correctness and about 14 while timing (3 input sets, their expected
+#     outputs and clones; measured on the CPU with a 256-MiB input): 48 and 84 GiB for these
+#     problems' 6-GiB inputs, which an H200 (141 GiB) holds and an H100 (80 GiB) does not.
 if [ "${KBRL_PRECHECK:-1}" != 0 ] && [ -x "$bin/kbrl-eval-kernel" ]; then
   mkdir -p "$out/precheck"
   if c=$(python3 "$here/check_replay.py" extract "$out/replay.jsonl" level1/19_ReLU \
            "$out/precheck/kernel.py"); then
-    echo "== precheck: $c as replayed, kbrl-eval-kernel on a free GPU 0 (correctness only)"
+    echo "== precheck: $c as replayed, kbrl-eval-kernel on a free GPU 0 (5 trials, 10 timed runs)"
     t0=$(date +%s)
     timeout 150 "$bin/kbrl-eval-kernel" --problem "$kb/level1/19_ReLU.py" \
-      --candidate "$out/precheck/kernel.py" --backend cuda --gpu 0 --no-timing --timeout 120 \
+      --candidate "$out/precheck/kernel.py" --backend cuda --gpu 0 --perf-trials 10 --timeout 120 \
       --json > "$out/precheck/verdict.json" 2> "$out/precheck/stderr.txt"
     rc=$?
     echo "   exit $rc after $(( $(date +%s) - t0 )) s: $(head -c 600 "$out/precheck/verdict.json")"

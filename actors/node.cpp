@@ -30,13 +30,20 @@ std::string coordinator_endpoint(const node_settings& s) {
   return s.coordinator + " at " + s.coordinator_host + ":" + std::to_string(s.coordinator_port);
 }
 
+/// The build cache every worker of the node shares: <eval.cache_dir>/extensions when that key is
+/// set (evaluation_engine_options), else the run directory's own.
+std::string extensions_dir(const node_settings& s) {
+  return s.eval_engine.worker.extensions_dir.empty() ? s.run_dir + "/eval/extensions"
+                                                     : s.eval_engine.worker.extensions_dir;
+}
+
 /// The engine options of the evaluator on `gpu`: its own scratch directory, the node's shared
 /// build cache.
 eval::engine_options evaluator_engine(const node_settings& s, const std::string& name, int gpu) {
   auto opts = s.eval_engine;
   auto dir_name = name.substr(name.find('/') + 1);
   opts.worker.scratch_dir = s.run_dir + "/eval/" + dir_name;
-  opts.worker.extensions_dir = s.run_dir + "/eval/extensions";
+  opts.worker.extensions_dir = extensions_dir(s);
   opts.worker.gpu = gpu;
   return opts;
 }
@@ -68,7 +75,7 @@ std::vector<actor_entry> spawn_role_actors(node_pointer self) {
         }
       auto builder_opts = s.eval_engine;
       builder_opts.worker.scratch_dir = s.run_dir + "/eval";
-      builder_opts.worker.extensions_dir = s.run_dir + "/eval/extensions";
+      builder_opts.worker.extensions_dir = extensions_dir(s);
       builder_opts.worker.gpu = -1;
       auto sup = self->spawn(evaluator_supervisor, stats, s.eval_supervision, slots, builder_opts);
       handle = caf::actor_cast<caf::actor>(sup);

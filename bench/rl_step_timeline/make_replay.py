@@ -5,10 +5,12 @@ Reads the manifest that bench/eval_throughput/make_candidates.py writes (entries
 "problem": "level1/19_ReLU.py", "candidate": "c001.py", "kind", ...}) and writes one JSON line
 per candidate of the chosen problems:
 
-    {"problem": "level1/19_ReLU", "completion": "<think>...</think><KERNEL>\n...</KERNEL>",
-     "kind": "correct"}
+    {"problem": "level1/19_ReLU", "completion": "<think>...</think>\n<KERNEL>...</KERNEL>",
+     "kind": "correct", "candidate": "c029.py"}
 
-in the answer format the episodes parse (runtime/episode/answer_format.hpp). A problem's
+in the answer format the episodes parse (runtime/episode/answer_format.hpp), with the candidate
+file's bytes between the tags as they are, so that the kernel an episode sends to the evaluators
+is byte-equal to the candidate (test/test_replay_candidates.cpp checks it). A problem's
 candidates keep the manifest's order, so a group of G samples cycles through correct, wrong and
 failing ones as a GRPO group would.
 
@@ -42,11 +44,20 @@ def main():
         number = int(name.split("_", 1)[0])
         if wanted and number not in wanted:
             continue
-        with open(os.path.join(args.candidates, entry["candidate"])) as f:
-            code = f.read()
+        # Bytes, decoded as UTF-8 without newline translation: the kernel the episode parses
+        # out of the completion is then byte-equal to the file kbrl-bench-eval reads (same
+        # source hash, same build folder, same line numbers in error excerpts).
+        with open(os.path.join(args.candidates, entry["candidate"]), "rb") as f:
+            code = f.read().decode("utf-8")
+        if "<KERNEL>" in code or "</KERNEL>" in code:
+            sys.exit("make_replay: %s holds a <KERNEL> tag: its completion would not parse as "
+                     "the candidate" % entry["candidate"])
+        # Nothing between the tags but the file: the episode's parser takes the text between
+        # <KERNEL> and </KERNEL> as it is (runtime/episode/answer_format.cpp).
         completion = ("<think>Write one CUDA kernel for the operator and call it from "
-                      "ModelNew.forward.</think>\n<KERNEL>\n" + code.rstrip() + "\n</KERNEL>")
-        lines.append({"problem": problem, "completion": completion, "kind": entry.get("kind", "")})
+                      "ModelNew.forward.</think>\n<KERNEL>" + code + "</KERNEL>")
+        lines.append({"problem": problem, "completion": completion, "kind": entry.get("kind", ""),
+                      "candidate": entry["candidate"]})
         problems.setdefault(problem, []).append(entry.get("kind", "?"))
     missing = sorted(wanted - {int(p.split("/")[1].split("_", 1)[0]) for p in problems})
     if missing:

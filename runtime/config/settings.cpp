@@ -326,7 +326,9 @@ const std::vector<setting>& all_settings() {
      "Speedups above this are flagged suspicious_speedup (as KernelBench's excessive-speedup "
      "check).", {}, 1},
     {"eval.cache_dir", setting_kind::string, "\"\"",
-     "Folder of caches shared by runs (reference timings); empty: <run.dir>/.cache."},
+     "Folder of caches shared by runs: reference timings, and the candidates' extension builds "
+     "in its extensions/ folder (runs naming the same folder reuse each other's builds); empty: "
+     "reference timings in <run.dir>/.cache, builds in each run's own directory."},
     {"eval.manifest", setting_kind::string, "\"\"",
      "kbrl-eval only: a cluster manifest whose evaluator nodes (running kbrl-node --role "
      "evaluator) evaluate its candidates, as many at once as they have evaluators (the same as "

@@ -216,8 +216,13 @@ eval::engine_options evaluation_engine_options(const config::run_config& run) {
   o.inputs_on = run.get_string("eval.inputs_on");
   o.reference_mode = run.get_string("eval.reference_mode");
   auto cache_dir = run.get_string("eval.cache_dir");
+  // Builds are shared only when eval.cache_dir is named, as in kbrl-eval
+  // (runtime/evalcli/evaluator_setup.cpp); otherwise a node builds in its run directory
+  // (actors/node.cpp).
   if (cache_dir.empty())
     cache_dir = run.get_string("run.dir") + "/.cache";
+  else
+    o.worker.extensions_dir = cache_dir + "/extensions";
   o.reference_cache_file = cache_dir + "/reference_times.jsonl";
   auto arch = run.get_string("eval.cuda_arch_list");
   if (arch == "auto")

@@ -4,7 +4,10 @@
 // the scores, the sum of their exponentials and the weighted sum of the values); the second
 // merges a head's partials. A decode step's attention has too little work per head for
 // at::scaled_dot_product_attention's kernels, which spend ~19 us per layer on a 768-key cache
-// at batch 1 (H100); split this way every SM gets a share.
+// at batch 1 (H100); split this way the work is heads x key blocks blocks instead of one per
+// head (measured 11.8 + 3.2 us there). Each thread still waits on its loads one at a time (the
+// loops below): issuing them all before use is the known next step, and until then
+// fused_ops.cpp uses these kernels for one sequence only, where they were measured faster.
 //
 // Scores, softmax and the weighted sum are float32 throughout (the reference rounds the
 // probabilities to T before multiplying with the values, so results agree within T's rounding,

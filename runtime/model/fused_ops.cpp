@@ -53,6 +53,17 @@ void check_launch(cudaError_t err, const char* what) {
               cudaGetErrorString(err));
 }
 
+/// Points a kernel's key/value description (cuda::kv_destination or cuda::decode_kv) at `keys`
+/// and `values` ([batch, kv_heads, positions, head_dim], the same strides).
+template <class KvView>
+void point_at(KvView& kv, const at::Tensor& keys, const at::Tensor& values) {
+  kv.keys = keys.data_ptr();
+  kv.values = values.data_ptr();
+  kv.batch_stride = keys.stride(0);
+  kv.head_stride = keys.stride(1);
+  kv.position_stride = keys.stride(2);
+}
+
 /// `t` is defined, on `like`'s device and of its dtype.
 bool same_place(const at::Tensor& t, const at::Tensor& like) {
   return t.defined() && t.device() == like.device() && t.scalar_type() == like.scalar_type();
@@ -214,11 +225,7 @@ attention_inputs rope_qkv(const at::Tensor& qkv, const qkv_layout& l,
       keys = at::empty({batch, l.kv_heads, seq, dim}, in.options());
       values = at::empty({batch, l.kv_heads, seq, dim}, in.options());
     }
-    kv.keys = keys.data_ptr();
-    kv.values = values.data_ptr();
-    kv.batch_stride = keys.stride(0);
-    kv.head_stride = keys.stride(1);
-    kv.position_stride = keys.stride(2);
+    point_at(kv, keys, values);
     cuda::qkv_shape shape;
     shape.batch = batch;
     shape.seq = seq;
@@ -265,11 +272,7 @@ at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& keys, const a
   if (fits) {
     c10::cuda::CUDAGuard guard(q.device());
     cuda::decode_kv kv;
-    kv.keys = keys.data_ptr();
-    kv.values = values.data_ptr();
-    kv.batch_stride = keys.stride(0);
-    kv.head_stride = keys.stride(1);
-    kv.position_stride = keys.stride(2);
+    point_at(kv, keys, values);
     cuda::decode_attention_shape shape;
     shape.batch = batch;
     shape.heads = heads;

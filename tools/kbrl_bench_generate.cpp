@@ -184,30 +184,24 @@ int main(int argc, char** argv) {
       if (!profile_path.empty()) {
         // An extra run under the profiler, before the measured one (a profile slows what it
         // records, so its time is not a measurement).
-        if (auto ok = start_kernel_profile(); !ok) {
-          std::printf("--profile: %s; running without a profile\n", describe(ok.error()).c_str());
-          profile_path.clear();
-        }
-      }
-      if (!profile_path.empty()) {
         const auto steps_before = engine->stats().decode_steps;
         const auto profiled_start = std::chrono::steady_clock::now();
-        engine->generate(reqs);
-        synchronize(opts.device);
+        auto summary = profile_kernels(
+          [&] {
+            engine->generate(reqs);
+            synchronize(opts.device);
+          },
+          profile_path);
         const double profiled_seconds = seconds_since(profiled_start);
-        auto summary = stop_kernel_profile(profile_path);
-        const auto steps = engine->stats().decode_steps - steps_before;
-        if (!summary) {
-          std::printf("--profile: %s\n", describe(summary.error()).c_str());
-        } else {
+        const double steps =
+          static_cast<double>(std::max<uint64_t>(1, engine->stats().decode_steps - steps_before));
+        if (!summary)
+          std::printf("--profile: %s; no profiled run\n", describe(summary.error()).c_str());
+        else
           std::printf("kernels of batch %d, graphs %s (%.1f ms of wall time per decode step under "
                       "the profiler; trace in %s):\n%s",
-                      batch, mode.c_str(),
-                      1000.0 * profiled_seconds / std::max<uint64_t>(1, steps),
-                      profile_path.c_str(),
-                      describe(*summary, 30, static_cast<double>(std::max<uint64_t>(1, steps)),
-                               "decode step").c_str());
-        }
+                      batch, mode.c_str(), 1000.0 * profiled_seconds / steps, profile_path.c_str(),
+                      describe(*summary, 30, steps, "decode step").c_str());
         std::fflush(stdout);
         profile_path.clear(); // the first batch and mode only
       }

@@ -55,6 +55,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 
 using namespace kbrl;
@@ -274,22 +275,20 @@ int main(int argc, char** argv) {
   }
   if (!profile_path.empty()) {
     // An extra step under the profiler, after the timed ones: a profile slows what it records.
-    if (auto ok = start_kernel_profile(); !ok) {
-      std::printf("--profile: %s; no profiled step\n", describe(ok.error()).c_str());
-      profile_path.clear();
-    }
-  }
-  if (!profile_path.empty()) {
+    std::optional<caf::expected<train::step_stats>> stats; // set when the step ran
     const auto start = std::chrono::steady_clock::now();
-    auto stats = (*dp)->step(samples);
-    for (const auto& d : devices)
-      synchronize(d);
+    auto summary = profile_kernels(
+      [&] {
+        stats = (*dp)->step(samples);
+        for (const auto& d : devices)
+          synchronize(d);
+      },
+      profile_path);
     const double s = seconds_since(start);
-    auto summary = stop_kernel_profile(profile_path);
-    if (!stats)
-      return fail(out_path, label, "profiled step: " + describe(stats.error()));
+    if (stats && !*stats)
+      return fail(out_path, label, "profiled step: " + describe(stats->error()));
     if (!summary)
-      std::printf("--profile: %s\n", describe(summary.error()).c_str());
+      std::printf("--profile: %s; no profiled step\n", describe(summary.error()).c_str());
     else
       std::printf("kernels of one step (%.3f s under the profiler; trace in %s):\n%s", s,
                   profile_path.c_str(), describe(*summary, 40, 1.0, "step").c_str());

@@ -105,6 +105,14 @@ caf::expected<kernel_profile_summary> stop_kernel_profile(const std::string&) {
 
 #endif
 
+caf::expected<kernel_profile_summary> profile_kernels(const std::function<void()>& work,
+                                                     const std::string& trace_path) {
+  if (auto started = start_kernel_profile(); !started)
+    return started.error();
+  work();
+  return stop_kernel_profile(trace_path);
+}
+
 std::string describe(const kernel_profile_summary& summary, std::size_t top, double per,
                      const std::string& per_what) {
   std::string out;

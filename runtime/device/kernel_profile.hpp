@@ -6,6 +6,7 @@
 #include <caf/expected.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,11 @@ caf::expected<void> start_kernel_profile();
 /// Stops the recording started by start_kernel_profile, writes the Chrome trace (for Perfetto or
 /// chrome://tracing) to `trace_path` when it is not empty, and sums the device events per name.
 caf::expected<kernel_profile_summary> stop_kernel_profile(const std::string& trace_path);
+
+/// Runs `work` between start_kernel_profile() and stop_kernel_profile(trace_path) and returns
+/// the summary, or why there is none. Where the profiler does not start, `work` does not run.
+caf::expected<kernel_profile_summary> profile_kernels(const std::function<void()>& work,
+                                                     const std::string& trace_path);
 
 /// The summary as a table of the `top` longest kernels, each with its share of the device time
 /// and its time per `per` (e.g. per decode step; 1 for totals).

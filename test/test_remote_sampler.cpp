@@ -63,18 +63,11 @@ using kbrl::remote::server_error_message;
 using kbrl::remote::backoff_delay_s;
 using sampler_type = kbrl::remote::remote_sampler;
 using sampler_results = kbrl::remote::remote_sampler::results;
+using kbrl::test::read_file_bytes;
 
 namespace {
 
 const std::string data_dir = std::string(KBRL_TEST_DATA) + "/remote";
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  BOOST_REQUIRE_MESSAGE(in, "cannot read " + path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 bool has_code(const caf::error& err, errc code) {
   return err.category() == caf::atom("kbrl") && err.code() == static_cast<uint8_t>(code);
@@ -469,7 +462,7 @@ BOOST_AUTO_TEST_CASE(requests_that_cannot_be_sent_are_refused_before_the_wire) {
 // -- reply forms -------------------------------------------------------------------------------
 
 BOOST_AUTO_TEST_CASE(reads_vllm_completions_with_token_ids_and_stop_reasons) {
-  auto results = parse_generation_reply(read_text(data_dir + "/vllm_completion.json"),
+  auto results = parse_generation_reply(read_file_bytes(data_dir + "/vllm_completion.json"),
                                         fixture_context());
   BOOST_REQUIRE_MESSAGE(results, test::why(results));
   BOOST_REQUIRE_EQUAL(results->size(), 3u);
@@ -494,7 +487,7 @@ BOOST_AUTO_TEST_CASE(reads_vllm_completions_with_token_ids_and_stop_reasons) {
 }
 
 BOOST_AUTO_TEST_CASE(reads_plain_completions_whose_tokens_are_text) {
-  const std::string body = read_text(data_dir + "/plain_completion.json");
+  const std::string body = read_file_bytes(data_dir + "/plain_completion.json");
   auto results = parse_generation_reply(body, fixture_context());
   BOOST_REQUIRE_MESSAGE(results, test::why(results));
   BOOST_REQUIRE_EQUAL(results->size(), 1u);
@@ -514,7 +507,7 @@ BOOST_AUTO_TEST_CASE(reads_plain_completions_whose_tokens_are_text) {
 }
 
 BOOST_AUTO_TEST_CASE(reads_chat_replies_and_the_token_ids_field) {
-  auto chat = parse_generation_reply(read_text(data_dir + "/chat_token_ids.json"),
+  auto chat = parse_generation_reply(read_file_bytes(data_dir + "/chat_token_ids.json"),
                                      fixture_context(remote_api::chat));
   BOOST_REQUIRE_MESSAGE(chat, test::why(chat));
   const auto& c = chat->front();
@@ -524,7 +517,7 @@ BOOST_AUTO_TEST_CASE(reads_chat_replies_and_the_token_ids_field) {
   BOOST_CHECK(c.finish == finish_reason::length);
   BOOST_CHECK_EQUAL(c.prompt_token_count, 42);
 
-  auto ids = parse_generation_reply(read_text(data_dir + "/completion_token_ids_field.json"),
+  auto ids = parse_generation_reply(read_file_bytes(data_dir + "/completion_token_ids_field.json"),
                                     fixture_context());
   BOOST_REQUIRE_MESSAGE(ids, test::why(ids));
   CHECK_SAME(ids->front().completion_tokens, (std::vector<int32_t>{9834, 2}));
@@ -560,7 +553,7 @@ BOOST_AUTO_TEST_CASE(malformed_replies_fail_with_url_status_what_and_an_excerpt)
     std::string body;
     std::string what;
   };
-  const std::string good = read_text(data_dir + "/vllm_completion.json");
+  const std::string good = read_file_bytes(data_dir + "/vllm_completion.json");
   const std::vector<bad_case> cases = {
     {good.substr(0, good.size() / 2), "the body is not valid JSON"},
     {"[1, 2]", "the body is an array, expected a JSON object"},

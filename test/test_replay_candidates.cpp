@@ -27,18 +27,11 @@
 #include <sstream>
 
 using namespace kbrl;
+using kbrl::test::read_file_bytes;
 
 namespace {
 
 const std::string fixture = std::string(KBRL_TEST_DATA) + "/replay_candidates";
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  BOOST_REQUIRE_MESSAGE(in, "cannot read " << path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 /// Runs make_replay.py as gpu_bench.sh does, on the fixture's candidates; returns the file.
 std::string make_replay(const test::temp_dir& dir, const std::string& numbers) {
@@ -48,7 +41,7 @@ std::string make_replay(const test::temp_dir& dir, const std::string& numbers) {
              + "' --level 1 --numbers " + numbers + " --out '" + out + "' > '" + dir / "log"
              + "' 2>&1";
   int rc = std::system(cmd.c_str());
-  BOOST_REQUIRE_MESSAGE(rc == 0, "make_replay.py failed: " << read_bytes(dir / "log"));
+  BOOST_REQUIRE_MESSAGE(rc == 0, "make_replay.py failed: " << read_file_bytes(dir / "log"));
   return out;
 }
 
@@ -136,7 +129,7 @@ eval_request bench_request(const std::string& problem_file, const std::string& c
   eval_request r;
   r.task = *prob;
   r.task.backend = kernel_backend::cuda;
-  r.candidate_source = read_bytes(fixture + "/" + candidate_file);
+  r.candidate_source = read_file_bytes(fixture + "/" + candidate_file);
   r.timing.timeout_s = 600;
   return r;
 }
@@ -161,7 +154,7 @@ BOOST_AUTO_TEST_CASE(make_replay_keeps_each_candidate_byte_for_byte_inside_the_t
       auto answer = episode::parse_answer(got[i]);
       BOOST_REQUIRE_MESSAGE(answer.ok(), problem << " " << files[i] << ": "
                                                  << episode::to_string(answer.failure));
-      auto source = read_bytes(fixture + "/" + files[i]);
+      auto source = read_file_bytes(fixture + "/" + files[i]);
       BOOST_CHECK_MESSAGE(answer.code == source,
                           problem << ": the parsed kernel differs from " << files[i] << " ("
                                   << answer.code.size() << " bytes, the file has "
@@ -178,11 +171,11 @@ BOOST_AUTO_TEST_CASE(check_replay_names_the_build_folders_the_engine_uses) {
   auto cmd = "python3 '" + std::string(KBRL_SOURCE_DIR) + "/bench/rl_step_timeline/check_replay.py'"
              + " kernels '" + replay + "' '" + fixture + "' > '" + dir / "out" + "' 2>&1";
   int rc = std::system(cmd.c_str());
-  auto out = read_bytes(dir / "out");
+  auto out = read_file_bytes(dir / "out");
   BOOST_CHECK_MESSAGE(rc == 0, out);
   BOOST_CHECK_MESSAGE(out.find("3 of 3 parsed kernels byte-equal") != std::string::npos, out);
   for (auto file : {"c01.py", "c02.py", "c03.py"}) {
-    auto hash = eval::source_hash(read_bytes(fixture + "/" + file));
+    auto hash = eval::source_hash(read_file_bytes(fixture + "/" + file));
     BOOST_CHECK_MESSAGE(out.find(std::string(file) + " ") != std::string::npos
                           && out.find("hash " + hash) != std::string::npos,
                         file << ": hash " << hash << " not in\n" << out);

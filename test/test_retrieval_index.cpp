@@ -24,6 +24,7 @@ using namespace kbrl;
 using namespace kbrl::retrieval;
 using kbrl::test::temp_dir;
 using kbrl::test::why;
+using kbrl::test::read_file_bytes;
 namespace fs = std::filesystem;
 
 namespace {
@@ -48,13 +49,6 @@ float dot(const float* a, const float* b, int32_t n) {
   for (int32_t i = 0; i < n; ++i)
     s += a[i] * b[i];
   return s;
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 /// Random unit vectors, `n` of dimension `d`.
@@ -154,7 +148,7 @@ BOOST_AUTO_TEST_CASE(idf_tables_round_trip_and_refuse_damage) {
   BOOST_CHECK_EQUAL(back->first.size(), t.size());
   BOOST_CHECK_EQUAL(back->first.idf(relu), t.idf(relu));
 
-  auto bytes = read_text(path);
+  auto bytes = read_file_bytes(path);
   std::ofstream(dir / "short.bin", std::ios::binary) << bytes.substr(0, bytes.size() - 3);
   auto cut = idf_table::load(dir / "short.bin");
   BOOST_REQUIRE(!cut);
@@ -227,7 +221,7 @@ BOOST_AUTO_TEST_CASE(hnsw_files_are_checked_before_hnswlib_reads_them) {
   BOOST_REQUIRE(!wrong_count);
   BOOST_CHECK_MESSAGE(contains(describe(wrong_count.error()), "the element count is 300, expected 299"),
                       describe(wrong_count.error()));
-  const auto bytes = read_text(path);
+  const auto bytes = read_file_bytes(path);
   std::ofstream(dir / "cut.hnsw", std::ios::binary) << bytes.substr(0, bytes.size() / 2);
   auto cut = vector_index::load(dir / "cut.hnsw", d, 300);
   BOOST_REQUIRE(!cut);

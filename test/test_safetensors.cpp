@@ -22,6 +22,7 @@ namespace fs = std::filesystem;
 using namespace kbrl::model;
 using kbrl::test::temp_dir;
 using kbrl::test::why;
+using kbrl::test::read_file_bytes;
 
 namespace {
 
@@ -39,13 +40,6 @@ std::string write_bytes(const temp_dir& dir, const std::string& name, const std:
   const auto path = dir / name;
   std::ofstream(path, std::ios::binary) << bytes;
   return path;
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 /// The text of the error `open` gives for a file with these bytes; fails the test if it opens.
@@ -135,7 +129,7 @@ BOOST_AUTO_TEST_CASE(writer_lays_out_the_format_exactly) {
   header.append((8 - header.size() % 8) % 8, ' ');
   std::string data(reinterpret_cast<const char*>(b), 4);
   data.append(reinterpret_cast<const char*>(a), 4);
-  BOOST_CHECK(read_bytes(path) == file_bytes(header, data));
+  BOOST_CHECK(read_file_bytes(path) == file_bytes(header, data));
   // No temporary file is left beside it.
   BOOST_CHECK_EQUAL(std::distance(fs::directory_iterator(dir.path), fs::directory_iterator()), 1);
 }
@@ -169,7 +163,7 @@ BOOST_AUTO_TEST_CASE(views_outlive_the_file_object_and_never_write_the_file) {
   const auto path = dir / "v.safetensors";
   auto original = at::arange(12, at::kFloat).reshape({3, 4});
   BOOST_REQUIRE(write_safetensors(path, {{"w", original}}));
-  const auto before = read_bytes(path);
+  const auto before = read_file_bytes(path);
   at::Tensor view;
   {
     auto f = safetensors_file::open(path);
@@ -181,7 +175,7 @@ BOOST_AUTO_TEST_CASE(views_outlive_the_file_object_and_never_write_the_file) {
   BOOST_CHECK(at::equal(view, original));
   view.mul_(2); // copy-on-write: this process's pages change, the file does not
   BOOST_CHECK(at::equal(view, original * 2));
-  BOOST_CHECK(read_bytes(path) == before);
+  BOOST_CHECK(read_file_bytes(path) == before);
 }
 
 BOOST_AUTO_TEST_CASE(hostile_files_are_refused_naming_file_and_tensor) {
@@ -242,7 +236,7 @@ BOOST_AUTO_TEST_CASE(a_truncated_file_names_the_tensor_cut_off) {
   temp_dir dir;
   const auto path = dir / "full.safetensors";
   BOOST_REQUIRE(write_safetensors(path, {{"first", at::ones({4})}, {"second", at::ones({4})}}));
-  auto bytes = read_bytes(path);
+  auto bytes = read_file_bytes(path);
   auto text = open_error(dir, bytes.substr(0, bytes.size() - 3));
   BOOST_CHECK_MESSAGE(contains(text, "tensor 'second'") && contains(text, "truncated"), text);
 }

@@ -6,6 +6,7 @@
 #include "messages/errors.hpp"
 #include "runtime/config/config_error.hpp"
 #include "runtime/config/settings.hpp"
+#include "test_support.hpp"
 
 #include <caf/atom.hpp>
 
@@ -18,6 +19,7 @@
 
 namespace fs = std::filesystem;
 using namespace kbrl::config;
+using kbrl::test::read_file_bytes;
 
 namespace {
 
@@ -69,11 +71,6 @@ std::string override_error(const std::string& assignment,
   BOOST_CHECK_MESSAGE(config == run_config::defaults(schema), "a failed override changed "
                                                               "the config");
   return error_text(err);
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 } // namespace
@@ -149,7 +146,7 @@ BOOST_AUTO_TEST_CASE(example_run_config_equals_the_defaults) {
   auto example = run_config::load(path);
   BOOST_REQUIRE_MESSAGE(example, why(example));
   BOOST_CHECK(*example == run_config::defaults());
-  const std::string text = read_text(path);
+  const std::string text = read_file_bytes(path);
   for (const auto& s : all_settings()) {
     const auto dot = s.key.rfind('.');
     const std::string table = "[" + s.key.substr(0, dot) + "]";

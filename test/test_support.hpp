@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 namespace kbrl::test {
@@ -47,6 +48,14 @@ struct temp_dir {
     return file.string();
   }
 };
+
+/// The whole content of the file at `path`, byte for byte; fails the test when the file cannot
+/// be opened.
+inline std::string read_file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  BOOST_REQUIRE_MESSAGE(in, "cannot read " + path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
 
 /// Why `x` failed, for a check's message ("" if it holds a value). Boost.Test builds messages
 /// even when the check passes, so this must not touch error() of a value.

@@ -182,6 +182,32 @@ BOOST_AUTO_TEST_CASE(every_runtime_candidate_gets_its_verdict_and_the_engine_rec
   BOOST_CHECK_GE(engine.workers_started(), 2u); // crashes and hangs cost a worker each
 }
 
+BOOST_AUTO_TEST_CASE(one_timing_input_set_still_catches_outputs_cached_by_input_identity) {
+  // What a worker falls back to when only one set of a problem's inputs fits in GPU memory: the
+  // set's tensors are refilled with fresh values after timing. A candidate keyed on its input's
+  // address answers those with the old result; an honest one is still correct and timed.
+  for (auto& rule : all_rules())
+    opts.rule_overrides[rule.id] = severity::off;
+  opts.timing_input_sets = 1;
+  eval_engine engine{opts};
+  for (auto name : {"relu_cached_by_ptr.py", "relu_cached_output.py"}) {
+    auto res = engine.evaluate(request(data(std::string("candidates_runtime/") + name), 1));
+    BOOST_TEST_CONTEXT(name) {
+      BOOST_CHECK(!res.correct);
+      BOOST_CHECK(res.error == eval_error::mismatch);
+      BOOST_CHECK(std::find(res.hack_flags.begin(), res.hack_flags.end(), "cached_output")
+                  != res.hack_flags.end());
+    }
+  }
+  auto req = request(data("candidates_runtime/relu_correct_clamp.py"), 3);
+  req.timing.perf_trials = 10;
+  req.timing.measure_performance = true;
+  auto good = engine.evaluate(req);
+  BOOST_CHECK_MESSAGE(good.correct, to_string(good.error) << " " << good.error_excerpt);
+  BOOST_CHECK_EQUAL(good.kernel_runtime.trials, 10);
+  BOOST_CHECK_GT(good.reference_runtime.trials, 0);
+}
+
 BOOST_AUTO_TEST_CASE(static_checks_refuse_hacks_before_any_process_runs) {
   eval_engine engine{opts};
   size_t refused = 0;

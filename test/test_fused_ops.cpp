@@ -447,13 +447,13 @@ BOOST_AUTO_TEST_CASE(decode_attention_kernel_matches_the_composition) {
     std::vector<int64_t> positions;
   };
   // Qwen2-1.5B's heads at a 768-position bucket (several splits, the last partly used, or
-  // only the first), MHA, one split, head_dim 256, position 0, the last, a split boundary.
-  // The kernel takes one sequence (decode_attention's gate); larger batches compare the
-  // composition with itself through the same call.
+  // only the first), MHA, one split, head_dim 256 (two rounds of loads in float32), position
+  // 0, the last, a split boundary, several sequences at different positions.
   const std::vector<shape> shapes{{1, 12, 2, 128, 768, {300}}, {1, 12, 2, 128, 768, {0}},
                                   {1, 12, 2, 128, 768, {767}}, {1, 4, 4, 64, 100, {99}},
                                   {1, 8, 1, 256, 129, {128}},  {1, 6, 3, 16, 384, {127}},
-                                  {3, 12, 2, 128, 768, {767, 0, 300}}};
+                                  {3, 12, 2, 128, 768, {767, 0, 300}},
+                                  {5, 28, 4, 128, 1024, {1023, 1, 640, 128, 129}}};
   for (const auto& p : kernel_precisions)
     for (const auto& s : shapes) {
       BOOST_TEST_CONTEXT(c10::toString(p.dtype) << " batch " << s.batch << " heads " << s.heads

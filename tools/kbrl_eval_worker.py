@@ -366,6 +366,11 @@ def _clone_args(args):
     return [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
 
 
+def _tensor_bytes(values):
+    """Bytes of the tensors in a list of arguments or outputs."""
+    return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
+
+
 def _poison(t):
     """Overwrites a tensor the candidate must not be able to reuse."""
     try:
@@ -702,6 +707,8 @@ class Evaluation:
         p["dtype"] = dtypes[p["precision"]]
         p["trials"] = max(1, int(r.get("correctness_trials", 5)))
         p["perf_trials"] = max(0, int(r.get("perf_trials", 100)))
+        p["timing_input_sets"] = min(8, max(1, int(r.get("timing_input_sets",
+                                                         TIMING_INPUT_SETS))))
         p["warmup"] = max(0, int(r.get("warmup_runs", 3)))
         p["seed"] = int(r.get("seed", 42))
         tol = 1e-4 if p["precision"] == "fp32" else 1e-2
@@ -1181,17 +1188,29 @@ class Evaluation:
         t_start = _now()
         ref_before = self.ans["reference_seconds"]
         p = self.p
-        k = TIMING_INPUT_SETS
         # set 0 is KernelBench's timing input (seed = base seed); the others continue the trial
-        # seed sequence past the correctness trials
-        extra = self._trial_seeds(p["trials"] + k - 1)[p["trials"]:]
-        set_seeds = [p["seed"]] + extra
-        pristine = [self._draw_inputs(s) for s in set_seeds]
-        expected = []
-        for s, args in zip(set_seeds, pristine):
+        # seed sequence past the correctness trials. As many sets as fit in free device memory
+        # (at most timing_input_sets): level-1 problems draw inputs of several GB each.
+        most = p["timing_input_sets"]
+        extra = self._trial_seeds(p["trials"] + most)[p["trials"]:]
+        set_seeds = [p["seed"]] + extra[:most - 1]
+        refill_seed = extra[-1]  # the fresh values of the one-set cache check below
+        pristine, expected = [], []
+        for s in set_seeds:
+            args = self._draw_inputs(s)
             out = self._run_reference(_clone_args(args), s)
+            pristine.append(args)
             expected.append(self._expected_copy(out))
             del out
+            if len(pristine) == 1:
+                fit = self._timing_sets_that_fit(pristine[0], expected[0][0], most)
+                del set_seeds[fit:]
+                if fit < most:
+                    self.ans["timing_note"] = (
+                        "timed with %d input set(s) instead of %d: more do not fit in the "
+                        "device's free memory" % (fit, most))
+        k = len(set_seeds)
+        self.ans["timing_input_sets"] = k
         cand_sets = [_clone_args(a) for a in pristine]
         checked = set(range(DISCARD_FIRST, DISCARD_FIRST + k))
         total = p["perf_trials"] + DISCARD_FIRST
@@ -1229,6 +1248,13 @@ class Evaluation:
                 del out
                 if not ok:
                     cached.append("input set %d refilled with set %d's values: %s" % (i, j, note))
+        expected[:] = []
+        if k == 1:
+            # set 0's pristine copy goes first, so the check holds no more than timing did
+            pristine = None
+            note = self._refill_check(cand_sets[0], refill_seed)
+            if note:
+                cached.append("input set 0 refilled with fresh values: " + note)
         if cached:
             self.flags.add("cached_output")
             self.ans["correct"] = False
@@ -1238,10 +1264,13 @@ class Evaluation:
                 "reference for the same inputs (cached output?):\n" + "\n".join(cached[:10]))
         spent = _now() - t_start
         self.ans["timing_seconds"] = spent - (self.ans["reference_seconds"] - ref_before)
-        cand_sets[:] = []  # free the timing inputs before the reference is timed
-
+        # The reference is timed on input sets already in memory, not on copies: the pristine
+        # sets (nothing needs their values any more), or with a single set the candidate's set
+        # with the fresh values of the check above.
+        ref_sets = cand_sets if pristine is None else pristine
+        if ref_sets is not cand_sets:
+            cand_sets[:] = []  # free the timing inputs before the reference is timed
         if p["time_reference"] or p["time_compiled_reference"]:
-            ref_sets = [_clone_args(a) for a in pristine]
             self.w.flags.apply(self.w.baseline_flags)
         if p["time_reference"]:
             self.phase = "reference timing"
@@ -1262,6 +1291,45 @@ class Evaluation:
                     self._time_compiled_reference(ref_sets))
             finally:
                 self.ans["reference_seconds"] += _now() - t0
+
+    def _timing_sets_that_fit(self, inputs, expected, most):
+        """How many timing input sets (1..most) fit in the device's free memory, given set 0's
+        inputs and expected outputs (already allocated). Timing holds per set its inputs, their
+        expected outputs and the candidate's copy of the inputs, and besides them one output and
+        the L2 flush buffer; a tenth of the memory is left for the candidate's own work."""
+        if not self.w.cuda:
+            return most
+        try:
+            device = torch.device(self.w.device)
+            free, _ = torch.cuda.mem_get_info(device)
+            free += torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+        except Exception:  # noqa: BLE001
+            return most
+        in_bytes, out_bytes = _tensor_bytes(inputs), _tensor_bytes(expected)
+        usable = 0.9 * (free + in_bytes + out_bytes)
+        flush = max(L2_FLUSH_MIN_BYTES, 2 * self.w.l2_bytes)
+        per_set = 2 * in_bytes + out_bytes
+        if per_set <= 0:
+            return most
+        return max(1, min(most, int((usable - out_bytes - flush) // per_set)))
+
+    def _refill_check(self, cand_args, seed):
+        """The identity-keyed cache check for a single timing set: the candidate's own input
+        tensors get freshly drawn values and must give the reference's answer for them. Returns
+        a note when they do not, else "". Holds one more input set and two outputs at most,
+        which is what timing held with set 0's pristine copy and expected outputs."""
+        fresh = self._draw_inputs(seed)
+        if not self._same_layout(fresh, cand_args):
+            return ""
+        for dst, src in zip(cand_args, fresh):
+            if isinstance(dst, torch.Tensor):
+                dst.copy_(src)
+        out = self._run_reference(fresh, seed)  # fresh is not needed after this: no clone
+        exp, is_seq = self._expected_copy(out)
+        del out, fresh
+        out = self._run_candidate(cand_args, seed)
+        ok, _, _, note = self._compare(exp, is_seq, out, cand_args)
+        return "" if ok else note
 
     def _time_compiled_reference(self, ref_sets):
         """The reference compiled with torch.compile (default mode), timed as the eager one.

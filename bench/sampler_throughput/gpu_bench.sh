@@ -6,6 +6,8 @@
 # GRAPHS: on,off (default: kbrl runs each batch with CUDA graphs and then eagerly), on, or off.
 # KBRL_PROFILE=1 adds one profiled run of the first batch before its measurement (kbrl-bench-
 # generate --profile): the longest kernels per decode step go to kbrl.log, the trace to /tmp.
+# KBRL_COMPARE_SDPA=1 also runs kbrl with KBRL_DECODE_ATTENTION=sdpa (decode attention through
+# at::scaled_dot_product_attention instead of kbrl's kernel) on the same batches, graphs on.
 set -uo pipefail
 out=$1
 batches=${2:-1,32,128}
@@ -19,6 +21,11 @@ source .gpu/env.sh
 build-gpu/kbrl-bench-generate --config "$here/qwen2-1.5b.config.json" --dir /tmp/kbrl-qwen2-1.5b \
   --batch "$batches" --cuda-graphs "$graphs" --device cuda --dtype bf16 --out "$out/kbrl.json" \
   ${KBRL_PROFILE:+--profile /tmp/kbrl-generate-trace.json} 2>&1 | tee "$out/kbrl.log"
+if [ "${KBRL_COMPARE_SDPA:-0}" = 1 ]; then
+  KBRL_DECODE_ATTENTION=sdpa build-gpu/kbrl-bench-generate --config "$here/qwen2-1.5b.config.json" \
+    --dir /tmp/kbrl-qwen2-1.5b --batch "$batches" --cuda-graphs on --device cuda --dtype bf16 \
+    --out "$out/kbrl-sdpa.json" 2>&1 | sed 's/^/[sdpa] /' | tee "$out/kbrl-sdpa.log"
+fi
 python3 "$here/transformers_generate.py" --config "$here/qwen2-1.5b.config.json" \
   --batch "$batches" --out "$out/peer.json" 2>&1 | grep -v Warning | tee "$out/peer.log"
 python3 - "$out/kbrl.json" "$out/peer.json" <<'PY'

@@ -304,6 +304,12 @@ const std::vector<setting>& all_settings() {
      "inputs; same seeds, other values than KernelBench) or host (KernelBench's exact values: "
      "drawn on the CPU, then copied).",
      {"device", "host"}},
+    {"eval.timing_input_sets", setting_kind::integer, "3",
+     "Input sets the timed runs of a candidate rotate over; with more than one, outputs cached "
+     "by input identity are caught. Fewer are used when they do not fit in the GPU's free memory "
+     "(level-1 problems draw inputs of several GB); one set is then refilled with fresh values "
+     "to check for cached outputs.",
+     {}, 1, 8},
     {"eval.reference_mode", setting_kind::string, "\"eager\"",
      "What a candidate's speedup is measured against: eager (the PyTorch reference as written, "
      "KernelBench's default) or compile (the reference compiled with torch.compile in its default "

@@ -383,6 +383,7 @@ eval_result eval_engine::evaluate(const eval_request& req) {
     .field("time_compiled_reference", time_compiled)
     .field("compile_check", against_compile && req.timing.measure_performance)
     .field("inputs_on", opts_.inputs_on)
+    .field("timing_input_sets", static_cast<int64_t>(opts_.timing_input_sets))
     .field("build_dir", build_dir_of(req.candidate_source))
     .field("timeout_s", t.timeout_s)
     .end_object();

@@ -40,6 +40,9 @@ struct engine_options {
   /// infrastructure when its torch has no torch.compile). A request's
   /// timing.compare_torch_compile also times the compiled reference, whatever the mode.
   std::string reference_mode = "eager";
+  /// Input sets the timed calls rotate over (KernelBench uses one; more catch outputs cached by
+  /// input identity). The worker uses fewer when they do not fit in the device's free memory.
+  int timing_input_sets = 3;
   std::chrono::milliseconds start_timeout{120000}; ///< importing torch + first CUDA context
   std::chrono::milliseconds canary_timeout{30000};
   size_t excerpt_bytes = 4000;      ///< longest error excerpt kept

@@ -105,7 +105,8 @@ std::optional<remote_evaluator_node> reach(caf::actor_system& sys,
 const std::vector<std::string>& verdict_keys() {
   static const std::vector<std::string> keys{"eval.reference_mode", "eval.rules_off",
                                              "eval.rules_warn",     "eval.rules_error",
-                                             "eval.suspicious_speedup", "eval.inputs_on"};
+                                             "eval.suspicious_speedup", "eval.inputs_on",
+                                             "eval.timing_input_sets"};
   return keys;
 }
 

@@ -5,6 +5,8 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 // CMakeLists.txt defines KBRL_WITH_FUSED_KERNELS=1 for this file where it compiles
 // runtime/model/cuda/*.cu (a libtorch with CUDA and nvcc).
@@ -46,6 +48,17 @@ cuda::element_type element_type_of(at::ScalarType t) {
   default:
     return cuda::element_type::f32;
   }
+}
+
+/// Whether decode steps use the decode attention kernel (the default) or the composition through
+/// at::scaled_dot_product_attention: KBRL_DECODE_ATTENTION=sdpa picks the latter, to compare the
+/// two on a device (bench/sampler_throughput/gpu_bench.sh does).
+bool decode_attention_kernel_wanted() {
+  static const bool wanted = [] {
+    const char* choice = std::getenv("KBRL_DECODE_ATTENTION");
+    return choice == nullptr || std::string(choice) != "sdpa";
+  }();
+  return wanted;
 }
 
 void check_launch(cudaError_t err, const char* what) {
@@ -260,11 +273,8 @@ at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& keys, const a
 #if KBRL_WITH_FUSED_KERNELS
   const int64_t batch = q.size(0), heads = q.size(1), dim = q.size(3), key_len = keys.size(2);
   const int64_t vector = 16 / static_cast<int64_t>(q.element_size());
-  // One sequence only: there the kernel was measured faster than cuDNN's SDPA (H100, Qwen2-1.5B
-  // shapes, 768-position bucket: 11.8 + 3.2 us against 18.7 us per layer); at batch 32 and 128
-  // it was slower (4.36 / 8.23 ms per decode step against 3.41 / 5.76). Its loops wait on each
-  // load in turn; until that is fixed and measured, larger batches keep SDPA.
-  const bool fits = batch == 1 && fused_kernel_applies(q) && same_place(keys, q)
+  const bool fits = decode_attention_kernel_wanted() && fused_kernel_applies(q)
+                    && same_place(keys, q)
                     && same_place(values, q)
                     && keys.strides() == values.strides() && keys.stride(3) == 1
                     && positions.device() == q.device() && dim > 0 && dim <= 256

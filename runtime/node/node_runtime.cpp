@@ -215,6 +215,7 @@ eval::engine_options evaluation_engine_options(const config::run_config& run) {
   o.suspicious_speedup = run.get_real("eval.suspicious_speedup");
   o.inputs_on = run.get_string("eval.inputs_on");
   o.reference_mode = run.get_string("eval.reference_mode");
+  o.timing_input_sets = static_cast<int>(run.get_int("eval.timing_input_sets"));
   auto cache_dir = run.get_string("eval.cache_dir");
   // Builds are shared only when eval.cache_dir is named, as in kbrl-eval
   // (runtime/evalcli/evaluator_setup.cpp); otherwise a node builds in its run directory

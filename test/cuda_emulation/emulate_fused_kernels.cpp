@@ -83,34 +83,52 @@ struct precision {
 const std::vector<precision> precisions{
   {at::kFloat, 1e-6}, {at::kBFloat16, 1.0 / 64}, {at::kHalf, 1.0 / 512}};
 
+/// add_rms_norm_kernel<T, items> over `rows` rows, as add_rms_norm.cu launches it.
+template <class T>
+void run_add_rms_norm(int items, const T* x, const T* delta, T* residual, T* normed,
+                      const T* w, int64_t rows, int64_t dim, float eps) {
+  emu::launch(static_cast<unsigned>(rows), k::add_rms_norm_threads(dim), [&] {
+    switch (items) {
+    case 1: k::add_rms_norm_kernel<T, 1>(x, delta, residual, normed, w, dim, eps); break;
+    case 2: k::add_rms_norm_kernel<T, 2>(x, delta, residual, normed, w, dim, eps); break;
+    case 4: k::add_rms_norm_kernel<T, 4>(x, delta, residual, normed, w, dim, eps); break;
+    case 8: k::add_rms_norm_kernel<T, 8>(x, delta, residual, normed, w, dim, eps); break;
+    case 16: k::add_rms_norm_kernel<T, 16>(x, delta, residual, normed, w, dim, eps); break;
+    default: k::add_rms_norm_kernel<T, 0>(x, delta, residual, normed, w, dim, eps);
+    }
+  });
+}
+
+/// The version the launcher picks for `dim` and, where that is not it already, the general one
+/// (items 0): both must give the same values.
 template <class T>
 void add_rms_norm_case(at::ScalarType t, double rel, int64_t rows, int64_t dim, bool with_delta) {
-  const std::string what = "add_rms_norm " + name_of(t) + " rows " + std::to_string(rows)
-                           + " dim " + std::to_string(dim) + (with_delta ? " +delta" : "");
-  const auto x = randn({rows, dim}, dim, t) * 3;
-  const auto delta = randn({rows, dim}, dim + 1, t);
-  const auto w = (randn({dim}, dim + 2, at::kFloat) * 0.2 + 1).to(t);
-  auto residual = at::full({rows, dim}, 7.0, at::TensorOptions(t)); // must be overwritten
-  auto normed = at::empty({rows, dim}, at::TensorOptions(t));
-  const float eps = 1e-6f;
-  emu::launch(static_cast<unsigned>(rows), k::warp_multiple(dim, 512), [&] {
-    k::add_rms_norm_kernel<T>(ptr<T>(x), with_delta ? ptr<T>(delta) : nullptr,
-                              with_delta ? ptr<T>(residual) : nullptr, ptr<T>(normed),
-                              ptr<T>(w), dim, eps);
-  });
-  const auto h = with_delta ? x + delta : x;
-  if (with_delta)
-    check_equal(residual, h, what + " residual");
-  check_close(normed, rms_norm(h, w, eps), rel, what + " normed");
-  // In place: the residual written over x.
-  if (with_delta) {
-    auto xi = x.clone();
-    emu::launch(static_cast<unsigned>(rows), k::warp_multiple(dim, 512), [&] {
-      k::add_rms_norm_kernel<T>(ptr<T>(xi), ptr<T>(delta), ptr<T>(xi), ptr<T>(normed), ptr<T>(w),
-                                dim, eps);
-    });
-    check_equal(xi, h, what + " residual in place");
-    check_close(normed, rms_norm(h, w, eps), rel, what + " normed in place");
+  const int picked = k::add_rms_norm_items(dim, k::add_rms_norm_threads(dim));
+  for (int items : picked == 0 ? std::vector<int>{0} : std::vector<int>{picked, 0}) {
+    const std::string what = "add_rms_norm " + name_of(t) + " rows " + std::to_string(rows)
+                             + " dim " + std::to_string(dim) + " items "
+                             + std::to_string(items) + (with_delta ? " +delta" : "");
+    const auto x = randn({rows, dim}, dim, t) * 3;
+    const auto delta = randn({rows, dim}, dim + 1, t);
+    const auto w = (randn({dim}, dim + 2, at::kFloat) * 0.2 + 1).to(t);
+    auto residual = at::full({rows, dim}, 7.0, at::TensorOptions(t)); // must be overwritten
+    auto normed = at::empty({rows, dim}, at::TensorOptions(t));
+    const float eps = 1e-6f;
+    run_add_rms_norm<T>(items, ptr<T>(x), with_delta ? ptr<T>(delta) : nullptr,
+                        with_delta ? ptr<T>(residual) : nullptr, ptr<T>(normed), ptr<T>(w),
+                        rows, dim, eps);
+    const auto h = with_delta ? x + delta : x;
+    if (with_delta)
+      check_equal(residual, h, what + " residual");
+    check_close(normed, rms_norm(h, w, eps), rel, what + " normed");
+    // In place: the residual written over x.
+    if (with_delta) {
+      auto xi = x.clone();
+      run_add_rms_norm<T>(items, ptr<T>(xi), ptr<T>(delta), ptr<T>(xi), ptr<T>(normed),
+                          ptr<T>(w), rows, dim, eps);
+      check_equal(xi, h, what + " residual in place");
+      check_close(normed, rms_norm(h, w, eps), rel, what + " normed in place");
+    }
   }
 }
 
@@ -268,7 +286,7 @@ void decode_attention_case(at::ScalarType t, double rel, int64_t batch, int64_t 
 
 template <class T>
 void all_cases(at::ScalarType t, double rel) {
-  for (int64_t dim : {1, 5, 33, 64, 1000, 1536})
+  for (int64_t dim : {1, 5, 33, 64, 1000, 1536, 8200}) // 8200: wider than 16 x 512
     for (bool d : {false, true})
       add_rms_norm_case<T>(t, rel, 3, dim, d);
   for (int64_t width : {1, 7, 300})

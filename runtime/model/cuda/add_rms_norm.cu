@@ -13,11 +13,32 @@ cudaError_t launch(const void* x, const void* delta, void* residual_out, void* n
     return cudaSuccess;
   if (rows > 0x7fffffffLL)
     return cudaErrorInvalidValue;
-  const int threads = warp_multiple(dim, 512);
-  add_rms_norm_kernel<T><<<static_cast<unsigned>(rows), threads, 0, stream>>>(
-    static_cast<const T*>(x), static_cast<const T*>(delta),
-    delta != nullptr ? static_cast<T*>(residual_out) : nullptr, static_cast<T*>(normed_out),
-    static_cast<const T*>(weight), dim, eps);
+  const int threads = add_rms_norm_threads(dim);
+  const T* xt = static_cast<const T*>(x);
+  const T* dt = static_cast<const T*>(delta);
+  T* rt = delta != nullptr ? static_cast<T*>(residual_out) : nullptr;
+  T* nt = static_cast<T*>(normed_out);
+  const T* wt = static_cast<const T*>(weight);
+  const auto blocks = static_cast<unsigned>(rows);
+  switch (add_rms_norm_items(dim, threads)) {
+  case 1:
+    add_rms_norm_kernel<T, 1><<<blocks, threads, 0, stream>>>(xt, dt, rt, nt, wt, dim, eps);
+    break;
+  case 2:
+    add_rms_norm_kernel<T, 2><<<blocks, threads, 0, stream>>>(xt, dt, rt, nt, wt, dim, eps);
+    break;
+  case 4:
+    add_rms_norm_kernel<T, 4><<<blocks, threads, 0, stream>>>(xt, dt, rt, nt, wt, dim, eps);
+    break;
+  case 8:
+    add_rms_norm_kernel<T, 8><<<blocks, threads, 0, stream>>>(xt, dt, rt, nt, wt, dim, eps);
+    break;
+  case 16:
+    add_rms_norm_kernel<T, 16><<<blocks, threads, 0, stream>>>(xt, dt, rt, nt, wt, dim, eps);
+    break;
+  default:
+    add_rms_norm_kernel<T, 0><<<blocks, threads, 0, stream>>>(xt, dt, rt, nt, wt, dim, eps);
+  }
   return cudaGetLastError();
 }
 

@@ -4,6 +4,12 @@
 //   wide = float(h); normed = to_T(wide * rsqrt(mean(wide^2) + eps)); out = weight * normed
 // and so does this, each product rounded where libtorch rounds it.
 //
+// At batch 1 this kernel is pure latency (one row of a few thousand elements, run twice per
+// layer in every decode step), so a thread issues all its loads (x, delta and weight) before it
+// uses any, and keeps its part of the residual in registers for the second pass instead of
+// reading back what it wrote: `Items` elements per thread, fixed at compile time so that the
+// loops unroll. Items == 0 is the general version for rows wider than 16 x the block.
+//
 // The kernel itself; add_rms_norm.cu launches it. Kept apart so that a host emulation
 // (test/cuda_emulation) can run the same code without a GPU.
 
@@ -14,7 +20,24 @@
 
 namespace kbrl::model::cuda {
 
-template <class T>
+/// Threads per block for rows of `dim` elements.
+inline int add_rms_norm_threads(int64_t dim) { return warp_multiple(dim, 512); }
+
+/// Elements per thread the kernel is instantiated for at `threads` threads: the smallest of 1, 2,
+/// 4, 8 and 16 that covers the row, or 0 (the general version) for wider rows.
+inline int add_rms_norm_items(int64_t dim, int threads) {
+  for (int items = 1; items <= 16; items *= 2)
+    if (dim <= static_cast<int64_t>(items) * threads)
+      return items;
+  return 0;
+}
+
+/// 1 / sqrt(mean + eps), the mean as libtorch's reduction forms it: the sum times 1 / dim.
+__device__ __forceinline__ float rms_scale(float sum_of_squares, int64_t dim, float eps) {
+  return rsqrtf(__fadd_rn(__fmul_rn(sum_of_squares, 1.0f / static_cast<float>(dim)), eps));
+}
+
+template <class T, int Items>
 __global__ void add_rms_norm_kernel(const T* x, const T* delta, T* residual_out,
                                     T* __restrict__ normed_out,
                                     const T* __restrict__ weight, int64_t dim, float eps) {
@@ -24,24 +47,53 @@ __global__ void add_rms_norm_kernel(const T* x, const T* delta, T* residual_out,
   const T* xr = x + row * dim;
   const T* dr = delta != nullptr ? delta + row * dim : nullptr;
   T* rr = residual_out != nullptr ? residual_out + row * dim : nullptr;
-  float squares = 0.0f;
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
-    float h = to_float(xr[i]);
-    if (dr != nullptr) {
-      h = round_to<T>(__fadd_rn(h, to_float(dr[i])));
-      rr[i] = from_float<T>(h); // each thread rereads only what it wrote itself
-    }
-    squares = __fadd_rn(squares, __fmul_rn(h, h));
-  }
-  const float total = block_sum(squares, scratch);
-  // mean as libtorch's reduction forms it: the sum times 1 / dim.
-  const float mean = __fmul_rn(total, 1.0f / static_cast<float>(dim));
-  const float scale = rsqrtf(__fadd_rn(mean, eps));
-  const T* hr = dr != nullptr ? rr : xr;
   T* out = normed_out + row * dim;
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
-    const float normed = round_to<T>(__fmul_rn(to_float(hr[i]), scale));
-    out[i] = from_float<T>(__fmul_rn(to_float(weight[i]), normed));
+  // Element i of the row is thread i % blockDim.x's item i / blockDim.x, in both versions, so
+  // each thread's squares are summed in the same order either way.
+  float squares = 0.0f;
+  if constexpr (Items > 0) {
+    float h[Items], d[Items], w[Items];
+#pragma unroll
+    for (int k = 0; k < Items; ++k) {
+      const int64_t i = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+      const bool in_row = i < dim;
+      h[k] = in_row ? to_float(xr[i]) : 0.0f;
+      d[k] = in_row && dr != nullptr ? to_float(dr[i]) : 0.0f;
+      w[k] = in_row ? to_float(weight[i]) : 0.0f;
+    }
+#pragma unroll
+    for (int k = 0; k < Items; ++k) {
+      const int64_t i = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+      if (i < dim) {
+        if (dr != nullptr) {
+          h[k] = round_to<T>(__fadd_rn(h[k], d[k]));
+          rr[i] = from_float<T>(h[k]);
+        }
+        squares = __fadd_rn(squares, __fmul_rn(h[k], h[k]));
+      }
+    }
+    const float scale = rms_scale(block_sum(squares, scratch), dim, eps);
+#pragma unroll
+    for (int k = 0; k < Items; ++k) {
+      const int64_t i = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+      if (i < dim)
+        out[i] = from_float<T>(__fmul_rn(w[k], round_to<T>(__fmul_rn(h[k], scale))));
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+      float h = to_float(xr[i]);
+      if (dr != nullptr) {
+        h = round_to<T>(__fadd_rn(h, to_float(dr[i])));
+        rr[i] = from_float<T>(h); // each thread rereads only what it wrote itself
+      }
+      squares = __fadd_rn(squares, __fmul_rn(h, h));
+    }
+    const float scale = rms_scale(block_sum(squares, scratch), dim, eps);
+    const T* hr = dr != nullptr ? rr : xr;
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+      const float normed = round_to<T>(__fmul_rn(to_float(hr[i]), scale));
+      out[i] = from_float<T>(__fmul_rn(to_float(weight[i]), normed));
+    }
   }
 }
 

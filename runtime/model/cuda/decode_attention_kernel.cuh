@@ -5,9 +5,11 @@
 // merges a head's partials. A decode step's attention has too little work per head for
 // at::scaled_dot_product_attention's kernels, which spend ~19 us per layer on a 768-key cache
 // at batch 1 (H100); split this way the work is heads x key blocks blocks instead of one per
-// head (measured 11.8 + 3.2 us there). Each thread still waits on its loads one at a time (the
-// loops below): issuing them all before use is the known next step, and until then
-// fused_ops.cpp uses these kernels for one sequence only, where they were measured faster.
+// head.
+//
+// The work is latency-bound (a thread reads 16 x 16 bytes of keys, then of values), so each
+// thread issues up to `decode_loads_in_flight` 16-byte loads before it uses any of them: the
+// first version waited on one load at a time and took 11.8 + 3.2 us per layer there.
 //
 // Scores, softmax and the weighted sum are float32 throughout (the reference rounds the
 // probabilities to T before multiplying with the values, so results agree within T's rounding,
@@ -43,17 +45,18 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
   return v;
 }
 
-/// 16 bytes of T (16 / sizeof(T) elements) widened to float.
+/// Loads each thread issues before it uses the first (registers: 4 per load).
+constexpr int decode_loads_in_flight = 16;
+
+/// 16 bytes of T: 16 / sizeof(T) elements, fetched in one load and widened to float one by one.
 template <class T>
 struct vector16 {
   static constexpr int size = 16 / sizeof(T);
-  float x[size];
-  __device__ __forceinline__ void load(const T* p) {
-    const uint4 raw = *reinterpret_cast<const uint4*>(p);
-    const T* e = reinterpret_cast<const T*>(&raw);
-#pragma unroll
-    for (int i = 0; i < size; ++i)
-      x[i] = to_float(e[i]);
+  __device__ __forceinline__ static uint4 fetch(const T* p) {
+    return *reinterpret_cast<const uint4*>(p);
+  }
+  __device__ __forceinline__ static float element(const uint4& raw, int i) {
+    return to_float(reinterpret_cast<const T*>(&raw)[i]);
   }
 };
 
@@ -90,17 +93,25 @@ __global__ void decode_attention_partial_kernel(const T* __restrict__ q, decode_
   const T* values =
     static_cast<const T*>(kv.values) + b * kv.batch_stride + kv_head * kv.head_stride;
 
-  // Scores: thread t takes key first + t.
+  // Scores: thread t takes key first + t, its row in rounds of decode_loads_in_flight loads.
+  constexpr int U = decode_loads_in_flight;
   float score = -INFINITY;
   if (threadIdx.x < count) {
     const T* k = keys + (first + threadIdx.x) * kv.position_stride;
+    const int64_t chunks = dim / V;
     float dot = 0.0f;
-    for (int64_t c = 0; c < dim; c += V) {
-      vector16<T> kc;
-      kc.load(k + c);
+    for (int64_t base = 0; base < chunks; base += U) {
+      uint4 raw[U];
 #pragma unroll
-      for (int i = 0; i < V; ++i)
-        dot += q_shared[c + i] * kc.x[i];
+      for (int u = 0; u < U; ++u)
+        raw[u] = base + u < chunks ? vector16<T>::fetch(k + (base + u) * V) : uint4{0, 0, 0, 0};
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        if (base + u < chunks) {
+#pragma unroll
+          for (int i = 0; i < V; ++i)
+            dot += q_shared[(base + u) * V + i] * vector16<T>::element(raw[u], i);
+        }
     }
     score = dot * shape.scale;
   }
@@ -119,13 +130,26 @@ __global__ void decode_attention_partial_kernel(const T* __restrict__ q, decode_
   for (int i = 0; i < V; ++i)
     acc[i] = 0.0f;
   if (g < groups) {
-    for (int64_t j = g; j < count; j += groups) {
-      vector16<T> vc;
-      vc.load(values + (first + j) * kv.position_stride + c * V);
-      const float w = p_shared[j];
+    // Keys g, g + groups, ..., in rounds of U loads; summed in that order.
+    const T* column = values + first * kv.position_stride + c * V;
+    for (int64_t base = g; base < count; base += U * groups) {
+      uint4 raw[U];
 #pragma unroll
-      for (int i = 0; i < V; ++i)
-        acc[i] += w * vc.x[i];
+      for (int u = 0; u < U; ++u) {
+        const int64_t j = base + u * groups;
+        raw[u] = j < count ? vector16<T>::fetch(column + j * kv.position_stride)
+                           : uint4{0, 0, 0, 0};
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int64_t j = base + u * groups;
+        if (j < count) {
+          const float w = p_shared[j];
+#pragma unroll
+          for (int i = 0; i < V; ++i)
+            acc[i] += w * vector16<T>::element(raw[u], i);
+        }
+      }
     }
 #pragma unroll
     for (int i = 0; i < V; ++i)
@@ -156,10 +180,10 @@ __global__ void decode_attention_merge_kernel(const float* __restrict__ partials
     top = fmaxf(top, mine[s * (dim + 2) + dim]);
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
     float weighted = 0.0f, total = 0.0f;
+    // A split past the sequence's last position has maximum -inf and sum 0: its factor is 0.
+#pragma unroll 8
     for (int64_t s = 0; s < splits; ++s) {
       const float* part = mine + s * (dim + 2);
-      if (part[dim + 1] == 0.0f)
-        continue; // a split past the sequence's last position
       const float f = expf(part[dim] - top);
       weighted += part[i] * f;
       total += part[dim + 1] * f;

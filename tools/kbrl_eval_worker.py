@@ -45,6 +45,7 @@ import types
 EXCERPT_LIMIT = 4000
 L2_FLUSH_MIN_BYTES = 256 * 1024 * 1024
 TIMING_INPUT_SETS = 3
+COMPARE_CHUNK = 1 << 26  # elements compared at a time (256 MiB of float32 differences)
 DISCARD_FIRST = 1  # KernelBench discards the first timed trial
 HACK_FLAG_ORDER = ("inputs_modified", "output_aliases_input", "non_tensor_output", "cached_output",
                    "monkeypatch", "torch_flags_changed")
@@ -360,6 +361,16 @@ def _same_values(a, b):
         both_nan = torch.isnan(a) & torch.isnan(b)
         return bool(((a == b) | both_nan).all())
     return False
+
+
+def _chunk_pairs(a, b):
+    """Matching flat pieces of two same-shaped tensors, COMPARE_CHUNK elements each: what a
+    comparison makes of them (differences, their absolute values, closeness) stays that small
+    instead of costing several output-sized temporaries, which for level-1 problems' outputs of
+    several GB do not fit beside the timing input sets."""
+    a, b = a.reshape(-1), b.reshape(-1)
+    for start in range(0, a.numel(), COMPARE_CHUNK):
+        yield a[start:start + COMPARE_CHUNK], b[start:start + COMPARE_CHUNK]
 
 
 def _clone_args(args):
@@ -1072,12 +1083,7 @@ class Evaluation:
             mx, mn = self._diffs(exp, got)
             max_d = max(max_d, mx) if not math.isnan(mx) else float("nan")
             mean_d = max(mean_d, mn) if not math.isnan(mn) else float("nan")
-            if exp.dtype == torch.bool:
-                close = torch.equal(exp, got)
-            else:
-                # KernelBench: torch.allclose(reference, candidate, atol=tol, rtol=tol)
-                close = torch.allclose(exp, got, atol=self.p["atol"], rtol=self.p["rtol"])
-            if not close:
+            if not self._close(exp, got):
                 ok = False
                 if not bool(torch.isfinite(got).all()) if got.is_floating_point() else False:
                     notes.append(where + "values differ (output has NaN/Inf)")
@@ -1087,14 +1093,26 @@ class Evaluation:
 
     @staticmethod
     def _diffs(exp, got):
+        """(max, mean) of |exp - got| in float32 (float64 for float64), a chunk at a time."""
         if exp.numel() == 0:
             return 0.0, 0.0
-        if exp.is_complex():
-            d = (exp - got).abs()
-        else:
-            wide = torch.float64 if exp.dtype == torch.float64 else torch.float32
-            d = (exp.to(wide) - got.to(wide)).abs()
-        return float(d.max().item()), float(d.mean().item())
+        wide = None if exp.is_complex() else (
+            torch.float64 if exp.dtype == torch.float64 else torch.float32)
+        top, total = None, None
+        for e, g in _chunk_pairs(exp, got):
+            d = (e - g).abs() if wide is None else (e.to(wide) - g.to(wide)).abs()
+            m, t = d.max(), d.sum(dtype=torch.float64)
+            top = m if top is None else torch.maximum(top, m)  # NaN stays NaN
+            total = t if total is None else total + t
+        return float(top.item()), float(total.item()) / exp.numel()
+
+    def _close(self, exp, got):
+        """KernelBench's torch.allclose(reference, candidate, atol=tol, rtol=tol) (equality
+        for bool), a chunk at a time: the same answer, as closeness is elementwise."""
+        if exp.dtype == torch.bool:
+            return all(torch.equal(e, g) for e, g in _chunk_pairs(exp, got))
+        return all(torch.allclose(e, g, atol=self.p["atol"], rtol=self.p["rtol"])
+                   for e, g in _chunk_pairs(exp, got))
 
     def _check_inputs(self, pristine, used):
         for a, b in zip(pristine, used):
@@ -1295,8 +1313,10 @@ class Evaluation:
     def _timing_sets_that_fit(self, inputs, expected, most):
         """How many timing input sets (1..most) fit in the device's free memory, given set 0's
         inputs and expected outputs (already allocated). Timing holds per set its inputs, their
-        expected outputs and the candidate's copy of the inputs, and besides them one output and
-        the L2 flush buffer; a tenth of the memory is left for the candidate's own work."""
+        expected outputs and the candidate's copy of the inputs, and besides them one output,
+        the L2 flush buffer and the comparisons' chunks. A fifth of the memory is left for the
+        candidate's own work and for other processes on the GPU whose use grows (a learner that
+        trains between evaluations)."""
         if not self.w.cuda:
             return most
         try:
@@ -1306,8 +1326,8 @@ class Evaluation:
         except Exception:  # noqa: BLE001
             return most
         in_bytes, out_bytes = _tensor_bytes(inputs), _tensor_bytes(expected)
-        usable = 0.9 * (free + in_bytes + out_bytes)
-        flush = max(L2_FLUSH_MIN_BYTES, 2 * self.w.l2_bytes)
+        usable = 0.8 * (free + in_bytes + out_bytes)
+        flush = max(L2_FLUSH_MIN_BYTES, 2 * self.w.l2_bytes) + 4 * 4 * COMPARE_CHUNK
         per_set = 2 * in_bytes + out_bytes
         if per_set <= 0:
             return most

@@ -448,7 +448,8 @@ BOOST_AUTO_TEST_CASE(decode_attention_kernel_matches_the_composition) {
   };
   // Qwen2-1.5B's heads at a 768-position bucket (several splits, the last partly used, or
   // only the first), MHA, one split, head_dim 256 (two rounds of loads in float32), position
-  // 0, the last, a split boundary, several sequences at different positions.
+  // 0, the last, a split boundary; several sequences at different positions compare the
+  // composition with itself (the kernel takes one sequence: decode_attention's gate).
   const std::vector<shape> shapes{{1, 12, 2, 128, 768, {300}}, {1, 12, 2, 128, 768, {0}},
                                   {1, 12, 2, 128, 768, {767}}, {1, 4, 4, 64, 100, {99}},
                                   {1, 8, 1, 256, 129, {128}},  {1, 6, 3, 16, 384, {127}},

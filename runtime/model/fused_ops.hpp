@@ -10,7 +10,7 @@
 //   rope_qkv          q/k RMSNorm (qwen3), RoPE, kv-cache write  (~20 kernels -> 1)
 //   swiglu            silu(gate) * up                            (2 -> 1)
 //   decode_attention  one query per sequence over its cache      (SDPA's kernel -> 2 split-key
-//                     kernels)
+//                     kernels; one sequence only, see there)
 //
 // The fused kernels reproduce libtorch's roundings step by step (cuda/fused_kernels.hpp), so
 // they agree with the composition bit for bit except for the order of float32 sums (RMSNorm);
@@ -88,7 +88,7 @@ attention_inputs rope_qkv(const at::Tensor& qkv, const qkv_layout& layout,
 /// [batch, 1] (the queries' own positions), `mask` cache_mask(positions, key_len) in any form
 /// grouped_attention() takes (folded, additive). Query b attends to cached positions [0,
 /// positions[b]], what that mask allows. Returns [batch, heads, 1, head_dim] in q's dtype. On
-/// CUDA a split-key kernel reads the positions instead of the mask (cuda/decode_attention_kernel.cuh;
+/// CUDA, for one sequence, a split-key kernel reads the positions instead of the mask (cuda/decode_attention_kernel.cuh;
 /// float32 softmax, so within the dtype's rounding of grouped_attention's result, not bit-equal;
 /// KBRL_DECODE_ATTENTION=sdpa switches it off); otherwise grouped_attention() with `mask`.
 at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,

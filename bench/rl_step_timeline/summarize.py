@@ -11,7 +11,8 @@ in async mode the step wall time should approach the slowest stage (ratio near 1
 In async mode a step's own requests overlap the steps before and after it, so their wall times
 are not that step's stage times. Two views of the async ratio are printed: the async step wall
 time over the slowest stage of the sync run (where each stage ran alone, so its wall time is the
-stage's cost per step), and 1 / the largest busy fraction (1.0: some stage never idled).
+stage's cost per step), and 1 / the largest busy fraction over the steps' whole wall time (1.0:
+some stage never idled).
 """
 import argparse
 import json
@@ -19,7 +20,7 @@ import sys
 
 FIELDS = ["wall_s", "sampling_s", "sampling_wall_s", "evaluating_s", "evaluating_wall_s",
           "training_s", "publishing_s", "sampler_busy", "evaluator_busy", "learner_busy",
-          "slowest_stage_s", "steps_in_flight", "stale_dropped"]
+          "slowest_stage_s", "steps_in_flight", "stale_dropped", "rate/correct"]
 
 
 def read_steps(path):
@@ -72,6 +73,12 @@ def main():
             print(row(s, steps[s]))
         kept = [steps[s] for s in sorted(steps)][args.skip:] or [steps[s] for s in sorted(steps)]
         mean = {k: sum(v.get(k, 0) for v in kept) / len(kept) for k in FIELDS}
+        # Busy fractions over the kept steps' whole wall time: in async mode a step can end a
+        # second after the one before (its requests ran during that one), and a plain mean would
+        # count its fraction of that second as much as another step's of a minute and a half.
+        walls = sum(v["wall_s"] for v in kept)
+        for k in ("sampler_busy", "evaluator_busy", "learner_busy"):
+            mean[k] = sum(v.get(k, 0) * v["wall_s"] for v in kept) / walls if walls > 0 else 0.0
         mean["ratio_wall_to_slowest"] = (mean["wall_s"] / mean["slowest_stage_s"]
                                          if mean["slowest_stage_s"] > 0 else float("nan"))
         mean["steps_averaged"] = len(kept)

@@ -1214,20 +1214,21 @@ class Evaluation:
         set_seeds = [p["seed"]] + extra[:most - 1]
         refill_seed = extra[-1]  # the fresh values of the one-set cache check below
         pristine, expected = [], []
-        for s in set_seeds:
-            args = self._draw_inputs(s)
-            out = self._run_reference(_clone_args(args), s)
+
+        def draw_set(seed):
+            args = self._draw_inputs(seed)
+            out = self._run_reference(_clone_args(args), seed)
             pristine.append(args)
             expected.append(self._expected_copy(out))
-            del out
-            if len(pristine) == 1:
-                fit = self._timing_sets_that_fit(pristine[0], expected[0][0], most)
-                del set_seeds[fit:]
-                if fit < most:
-                    self.ans["timing_note"] = (
-                        "timed with %d input set(s) instead of %d: more do not fit in the "
-                        "device's free memory" % (fit, most))
-        k = len(set_seeds)
+
+        draw_set(set_seeds[0])
+        k = self._timing_sets_that_fit(pristine[0], expected[0][0], most)
+        if k < most:
+            self.ans["timing_note"] = ("timed with %d input set(s) instead of %d: more do not "
+                                       "fit in the device's free memory" % (k, most))
+        del set_seeds[k:]
+        for seed in set_seeds[1:]:
+            draw_set(seed)
         self.ans["timing_input_sets"] = k
         cand_sets = [_clone_args(a) for a in pristine]
         checked = set(range(DISCARD_FIRST, DISCARD_FIRST + k))
@@ -1327,11 +1328,12 @@ class Evaluation:
             return most
         in_bytes, out_bytes = _tensor_bytes(inputs), _tensor_bytes(expected)
         usable = 0.8 * (free + in_bytes + out_bytes)
-        flush = max(L2_FLUSH_MIN_BYTES, 2 * self.w.l2_bytes) + 4 * 4 * COMPARE_CHUNK
+        flush = max(L2_FLUSH_MIN_BYTES, 2 * self.w.l2_bytes)
+        comparison = 4 * 4 * COMPARE_CHUNK  # a few float32 chunks
         per_set = 2 * in_bytes + out_bytes
         if per_set <= 0:
             return most
-        return max(1, min(most, int((usable - out_bytes - flush) // per_set)))
+        return max(1, min(most, int((usable - out_bytes - flush - comparison) // per_set)))
 
     def _refill_check(self, cand_args, seed):
         """The identity-keyed cache check for a single timing set: the candidate's own input

@@ -278,8 +278,7 @@ at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& keys, const a
   // per decode step); at batch 32 and 128 it was slower (3.90 / 8.55 ms per step against 3.22 /
   // 5.36), as each block rereads its kv head's cache for every query head of the group.
   const bool fits = batch == 1 && decode_attention_kernel_wanted() && fused_kernel_applies(q)
-                    && same_place(keys, q)
-                    && same_place(values, q)
+                    && same_place(keys, q) && same_place(values, q)
                     && keys.strides() == values.strides() && keys.stride(3) == 1
                     && positions.device() == q.device() && dim > 0 && dim <= 256
                     && dim % vector == 0 && key_len > 0;

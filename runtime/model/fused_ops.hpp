@@ -88,9 +88,10 @@ attention_inputs rope_qkv(const at::Tensor& qkv, const qkv_layout& layout,
 /// [batch, 1] (the queries' own positions), `mask` cache_mask(positions, key_len) in any form
 /// grouped_attention() takes (folded, additive). Query b attends to cached positions [0,
 /// positions[b]], what that mask allows. Returns [batch, heads, 1, head_dim] in q's dtype. On
-/// CUDA, for one sequence, a split-key kernel reads the positions instead of the mask (cuda/decode_attention_kernel.cuh;
-/// float32 softmax, so within the dtype's rounding of grouped_attention's result, not bit-equal;
-/// KBRL_DECODE_ATTENTION=sdpa switches it off); otherwise grouped_attention() with `mask`.
+/// CUDA, for one sequence, a split-key kernel reads the positions instead of the mask
+/// (cuda/decode_attention_kernel.cuh; float32 softmax, so within the dtype's rounding of
+/// grouped_attention's result, not bit-equal; KBRL_DECODE_ATTENTION=sdpa switches it off);
+/// otherwise grouped_attention() with `mask`.
 at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
                             const at::Tensor& positions, const at::Tensor& mask);
 

@@ -88,14 +88,9 @@ template <class T>
 void run_add_rms_norm(int items, const T* x, const T* delta, T* residual, T* normed,
                       const T* w, int64_t rows, int64_t dim, float eps) {
   emu::launch(static_cast<unsigned>(rows), k::add_rms_norm_threads(dim), [&] {
-    switch (items) {
-    case 1: k::add_rms_norm_kernel<T, 1>(x, delta, residual, normed, w, dim, eps); break;
-    case 2: k::add_rms_norm_kernel<T, 2>(x, delta, residual, normed, w, dim, eps); break;
-    case 4: k::add_rms_norm_kernel<T, 4>(x, delta, residual, normed, w, dim, eps); break;
-    case 8: k::add_rms_norm_kernel<T, 8>(x, delta, residual, normed, w, dim, eps); break;
-    case 16: k::add_rms_norm_kernel<T, 16>(x, delta, residual, normed, w, dim, eps); break;
-    default: k::add_rms_norm_kernel<T, 0>(x, delta, residual, normed, w, dim, eps);
-    }
+    k::for_add_rms_norm_items(items, [&](auto n) {
+      k::add_rms_norm_kernel<T, decltype(n)::value>(x, delta, residual, normed, w, dim, eps);
+    });
   });
 }
 

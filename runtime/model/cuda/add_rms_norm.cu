@@ -20,25 +20,10 @@ cudaError_t launch(const void* x, const void* delta, void* residual_out, void* n
   T* nt = static_cast<T*>(normed_out);
   const T* wt = static_cast<const T*>(weight);
   const auto blocks = static_cast<unsigned>(rows);
-  switch (add_rms_norm_items(dim, threads)) {
-  case 1:
-    add_rms_norm_kernel<T, 1><<<blocks, threads, 0, stream>>>(xt, dt, rt, nt, wt, dim, eps);
-    break;
-  case 2:
-    add_rms_norm_kernel<T, 2><<<blocks, threads, 0, stream>>>(xt, dt, rt, nt, wt, dim, eps);
-    break;
-  case 4:
-    add_rms_norm_kernel<T, 4><<<blocks, threads, 0, stream>>>(xt, dt, rt, nt, wt, dim, eps);
-    break;
-  case 8:
-    add_rms_norm_kernel<T, 8><<<blocks, threads, 0, stream>>>(xt, dt, rt, nt, wt, dim, eps);
-    break;
-  case 16:
-    add_rms_norm_kernel<T, 16><<<blocks, threads, 0, stream>>>(xt, dt, rt, nt, wt, dim, eps);
-    break;
-  default:
-    add_rms_norm_kernel<T, 0><<<blocks, threads, 0, stream>>>(xt, dt, rt, nt, wt, dim, eps);
-  }
+  for_add_rms_norm_items(add_rms_norm_items(dim, threads), [&](auto items) {
+    add_rms_norm_kernel<T, decltype(items)::value>
+      <<<blocks, threads, 0, stream>>>(xt, dt, rt, nt, wt, dim, eps);
+  });
   return cudaGetLastError();
 }
 

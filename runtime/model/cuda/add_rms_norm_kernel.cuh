@@ -18,6 +18,8 @@
 #include "runtime/model/cuda/device_math.cuh"
 #include "runtime/model/cuda/fused_kernels.hpp"
 
+#include <type_traits>
+
 namespace kbrl::model::cuda {
 
 /// Threads per block for rows of `dim` elements.
@@ -30,6 +32,26 @@ inline int add_rms_norm_items(int64_t dim, int threads) {
     if (dim <= static_cast<int64_t>(items) * threads)
       return items;
   return 0;
+}
+
+/// Calls with_items(std::integral_constant<int, Items>{}) for the instantiation that `items`
+/// (add_rms_norm_items) names, so that the launcher and the host emulation pick it the same way.
+template <class WithItems>
+void for_add_rms_norm_items(int items, WithItems&& with_items) {
+  switch (items) {
+  case 1:
+    return with_items(std::integral_constant<int, 1>{});
+  case 2:
+    return with_items(std::integral_constant<int, 2>{});
+  case 4:
+    return with_items(std::integral_constant<int, 4>{});
+  case 8:
+    return with_items(std::integral_constant<int, 8>{});
+  case 16:
+    return with_items(std::integral_constant<int, 16>{});
+  default:
+    return with_items(std::integral_constant<int, 0>{});
+  }
 }
 
 /// 1 / sqrt(mean + eps), the mean as libtorch's reduction forms it: the sum times 1 / dim.

@@ -1,5 +1,6 @@
-# kbrl-test: problem=1_small_relu.py requires=cuda expect_error=runtime expect_correct=false expect_sticky=true timeout_s=600
-# Writes far outside its output: an illegal memory access poisons the CUDA context.
+# kbrl-test: problem=1_small_relu.py requires=cuda expect_error=runtime expect_correct=false expect_sticky=false timeout_s=600
+# Writes far outside its output: an illegal memory access poisons the CUDA context of the
+# candidate's process (the worker's own context stays usable).
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline

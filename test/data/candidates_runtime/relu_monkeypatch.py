@@ -1,4 +1,4 @@
-# kbrl-test: problem=1_small_relu.py expect_error=mismatch expect_correct=false expect_flags=monkeypatch
+# kbrl-test: problem=1_small_relu.py expect_error=mismatch expect_correct=false expect_flags=monkeypatch,degenerate_output
 import torch
 import torch.nn as nn
 

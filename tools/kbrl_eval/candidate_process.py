@@ -1,0 +1,200 @@
+"""The harness's handle on candidate processes: starts the zygote, asks it for one fresh process
+per candidate, talks to that process with deadlines, and has it killed (with whatever it left
+running) when the candidate is done. Nothing the candidate process sends is trusted: answers are
+JSON matched to their request ids, and every way the process can fail - an exception, a crash,
+silence past the deadline, a malformed or misdirected message - ends as a verdict of the
+candidate's, never as a failure of the harness."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from .channel import Channel, ChannelClosed, ChannelTimeout, ProtocolViolation
+from .common import CandidateError, truncate
+
+_TOOLS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ZYGOTE_START_S = 300.0
+
+
+class CandidateGone(Exception):
+    """The candidate process crashed, hung, or broke the protocol: kind is 'crashed',
+    'timeout' or 'protocol'."""
+
+    def __init__(self, kind, text):
+        super().__init__(text)
+        self.kind = kind
+        self.text = text
+
+
+def _describe_status(status):
+    if status is None:
+        return "it was killed"
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = "signal %d" % sig
+        return "it was killed by %s" % name
+    if os.WIFEXITED(status):
+        return "it exited with status %d" % os.WEXITSTATUS(status)
+    return "wait status %d" % status
+
+
+class Zygote:
+    def __init__(self, device, no_pch):
+        self.device = device
+        self.no_pch = no_pch
+        self.proc = None
+        self.control = None
+        self._next = 1
+
+    def ensure(self):
+        if self.proc is not None and self.proc.poll() is None:
+            return
+        self.close()
+        mine, theirs = socket.socketpair()
+        cmd = [sys.executable, "-c",
+               "import sys; sys.path.insert(0, %r); from kbrl_eval.zygote import main; "
+               "main(sys.argv[1:])" % _TOOLS_DIR,
+               "--control-fd", str(theirs.fileno()), "--device", self.device]
+        if self.no_pch:
+            cmd.append("--no-pch")
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, pass_fds=(theirs.fileno(),),
+                                     close_fds=True)
+        theirs.close()
+        self.control = Channel(mine)
+        try:
+            hello, _ = self.control.receive(time.monotonic() + ZYGOTE_START_S)
+        except (ChannelClosed, ChannelTimeout, ProtocolViolation) as e:
+            self.close()
+            raise RuntimeError("the candidate-process zygote did not start: %s" % e)
+        if not hello.get("ready"):
+            self.close()
+            raise RuntimeError("the candidate-process zygote answered %r" % hello)
+
+    def _request(self, msg, fds=()):
+        msg["id"] = self._next
+        self._next += 1
+        try:
+            ans, _ = self.control.request(msg, time.monotonic() + 60, fds)
+        except (ChannelClosed, ChannelTimeout, ProtocolViolation) as e:
+            # a candidate process may have killed the zygote: start a new one next time
+            self.close()
+            raise RuntimeError("the candidate-process zygote failed: %s" % e)
+        return ans
+
+    def spawn(self):
+        """(pid, Channel) of a fresh candidate process."""
+        self.ensure()
+        mine, theirs = socket.socketpair()
+        try:
+            ans = self._request({"op": "spawn"}, fds=[theirs.fileno()])
+        finally:
+            theirs.close()
+        return int(ans["pid"]), Channel(mine)
+
+    def reap(self, pid):
+        """(wait status or None, processes left behind)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return None, 0
+        ans = self._request({"op": "reap", "pid": pid})
+        return ans.get("status"), int(ans.get("leftover", 0))
+
+    def close(self):
+        if self.control is not None:
+            self.control.close()
+            self.control = None
+        if self.proc is not None:
+            try:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+            except Exception:  # noqa: BLE001
+                pass
+            self.proc = None
+
+
+class CandidateProcess:
+    """One candidate's process, for one evaluation."""
+
+    def __init__(self, zygote, deadline):
+        self.zygote = zygote
+        self.deadline = deadline  # time.monotonic() by which the whole evaluation must end
+        self.pid, self.ch = zygote.spawn()
+        self._next = 1
+        self.flags = set()
+        self.status = None
+        self.leftover = 0
+        self.closed = False
+
+    def _gone(self, kind, text):
+        self.close()
+        if kind == "crashed":
+            text = "%s (%s)" % (text, _describe_status(self.status))
+        raise CandidateGone(kind, text)
+
+    def _receive(self, during):
+        try:
+            ans, fds = self.ch.receive(self.deadline)
+        except ChannelTimeout:
+            self._gone("timeout", "the candidate's process did not answer in time during %s" %
+                       during)
+        except ChannelClosed:
+            self._gone("crashed", "the candidate's process died during %s" % during)
+        except ProtocolViolation as e:
+            self.flags.add("protocol_violation")
+            self._gone("protocol", "the candidate's process broke the protocol during %s: %s" % (
+                during, e))
+        for fd in fds:
+            os.close(fd)
+        return ans
+
+    def send(self, msg, fds=()):
+        try:
+            self.ch.send(msg, fds)
+        except ChannelClosed:
+            self._gone("crashed", "the candidate's process died")
+
+    def request(self, op, during, fds=(), **fields):
+        """Sends a command; returns the answer. A candidate error in the answer raises
+        CandidateError; a lost process raises CandidateGone."""
+        rid = self._next
+        self._next += 1
+        msg = dict(fields)
+        msg.update({"id": rid, "op": op})
+        self.send(msg, fds)
+        return self.expect(rid, during)
+
+    def expect(self, rid, during):
+        ans = self._receive(during)
+        if ans.get("id") != rid:
+            self.flags.add("protocol_violation")
+            self._gone("protocol", "the candidate's process answered request %r with id %r" % (
+                rid, ans.get("id")))
+        flags = ans.get("flags", [])
+        if isinstance(flags, list):
+            self.flags.update(str(f) for f in flags[:32])
+        if "error" in ans:
+            kind = str(ans.get("error"))
+            if kind not in ("compile", "runtime", "runtime_init"):
+                kind = "runtime"
+            raise CandidateError(kind, truncate(str(ans.get("excerpt", ""))))
+        return ans
+
+    def close(self):
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self.ch.close()
+            self.status, self.leftover = self.zygote.reap(self.pid)
+        except RuntimeError:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except OSError:
+                pass
+        if self.leftover:
+            self.flags.add("leftover_processes")

@@ -1,0 +1,178 @@
+"""Output comparison in the trusted process: KernelBench's verdict and kbrl's strict one.
+
+KernelBench's verdict (kept exactly, reported as `kernelbench_passed`):
+    same shape, then torch.allclose(reference, candidate, atol=tol, rtol=tol), tol 1e-4 for
+    fp32 and 1e-2 for fp16/bf16 (equality for bool outputs).
+Its absolute tolerance ignores the output's magnitude: an output whose every value is far below
+1e-4 (a softmax over long rows) passes as all zeros, as a constant, or scaled by 1.001.
+
+The strict verdict (what `passed` and `correct` mean) measures the error against the magnitude
+of the reference output. With scale = max |reference| over the output (finite values):
+  1. elementwise: |candidate - reference| <= rtol * |reference| + floor * scale
+     (allclose with an absolute tolerance that scales with the output);
+  2. norm-wise:   norm(candidate - reference) <= norm_tol * norm(reference);
+  3. non-finite values: NaN and infinities must be where the reference has them (same sign);
+  4. degenerate outputs: a constant output (all zeros included) fails where the reference's
+     values spread further than twice the elementwise tolerance allows: such a constant cannot
+     be the right answer, whatever the tolerances.
+Per-precision defaults: rtol = floor = norm_tol = 1e-4 for fp32, 1e-2 for fp16 and bf16 (the
+same numbers as KernelBench's, applied relative to the output instead of in absolute terms).
+Honest kernels that sum in another order, accumulate in float64 or use fused multiply-add differ
+from the reference by a few units of the float32 rounding (1e-7 relative): far inside.
+
+Everything works a chunk of COMPARE_CHUNK elements at a time, so no output-sized temporaries
+are made (level-1 outputs are several GB)."""
+
+import math
+
+import torch
+
+from .common import COMPARE_CHUNK
+
+DEFAULT_TOLERANCE = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 1e-2}
+
+
+def strict_tolerances(precision, rtol=-1.0, floor=-1.0, norm_tol=-1.0):
+    """The strict tolerances for a precision; a negative value takes the precision's default."""
+    d = DEFAULT_TOLERANCE.get(precision, 1e-4)
+    return {"rtol": d if rtol < 0 else float(rtol), "floor": d if floor < 0 else float(floor),
+            "norm_tol": d if norm_tol < 0 else float(norm_tol)}
+
+
+def _pairs(a, b):
+    a, b = a.reshape(-1), b.reshape(-1)
+    for start in range(0, a.numel(), COMPARE_CHUNK):
+        yield a[start:start + COMPARE_CHUNK], b[start:start + COMPARE_CHUNK]
+
+
+def _wide(t):
+    return t.to(torch.float64) if t.dtype == torch.float64 else t.to(torch.float32)
+
+
+class OutputComparison:
+    """The comparison of one candidate output tensor with the reference's (same shape, dtype
+    and device already checked). Fields: kernelbench_ok, strict_ok, max_abs_diff,
+    mean_abs_diff, max_rel_diff (max |diff| / scale), norm_rel_diff, flags (set), note."""
+
+    def __init__(self, expected, got, atol, rtol, strict):
+        self.flags = set()
+        self.note = ""
+        self.max_abs_diff = 0.0
+        self.mean_abs_diff = 0.0
+        self.max_rel_diff = 0.0
+        self.norm_rel_diff = 0.0
+        if expected.numel() == 0:
+            self.kernelbench_ok = self.strict_ok = True
+            return
+        if expected.dtype == torch.bool or not (expected.is_floating_point()
+                                                or expected.is_complex()):
+            equal = all(torch.equal(e, g) for e, g in _pairs(expected, got))
+            self.kernelbench_ok = self.strict_ok = equal if expected.dtype == torch.bool else (
+                all(torch.allclose(e, g, atol=atol, rtol=rtol) for e, g in _pairs(expected, got)))
+            if not equal:
+                self.strict_ok = False
+                self._abs_diffs(expected, got)
+                self.note = "values differ: max abs diff %.6g" % self.max_abs_diff
+            return
+        self.kernelbench_ok = all(torch.allclose(e, g, atol=atol, rtol=rtol)
+                                  for e, g in _pairs(expected, got))
+        self._strict(expected, got, strict)
+
+    def _abs_diffs(self, expected, got):
+        top, total = 0.0, 0.0
+        for e, g in _pairs(expected, got):
+            d = (_wide(e) - _wide(g)).abs()
+            top = max(top, float(d.max().item()))
+            total += float(d.sum(dtype=torch.float64).item())
+        self.max_abs_diff = top
+        self.mean_abs_diff = total / expected.numel()
+
+    def _strict(self, expected, got, tol):
+        # pass 1: the reference's scale, spread and norm; the candidate's spread; the diffs
+        scale, ref_lo, ref_hi = 0.0, math.inf, -math.inf
+        got_lo, got_hi = math.inf, -math.inf
+        ref_sq, diff_sq, diff_sum, diff_max = 0.0, 0.0, 0.0, 0.0
+        nonfinite_mismatch = False
+        for e, g in _pairs(expected, got):
+            e, g = _wide(e), _wide(g)
+            if e.is_complex():
+                e, g = torch.view_as_real(e), torch.view_as_real(g)
+            e_fin, g_fin = torch.isfinite(e), torch.isfinite(g)
+            if not bool(torch.equal(e_fin, g_fin)):
+                nonfinite_mismatch = True
+            elif not bool(e_fin.all()):
+                # non-finite where the reference has them: same kind and sign
+                same = (e == g) | (torch.isnan(e) & torch.isnan(g)) | e_fin
+                if not bool(same.all()):
+                    nonfinite_mismatch = True
+            e = torch.where(e_fin, e, torch.zeros_like(e))
+            g = torch.where(g_fin, g, torch.zeros_like(g))
+            scale = max(scale, float(e.abs().max().item()))
+            ref_lo, ref_hi = min(ref_lo, float(e.min().item())), max(ref_hi, float(e.max().item()))
+            got_lo, got_hi = min(got_lo, float(g.min().item())), max(got_hi, float(g.max().item()))
+            d = (e - g).abs()
+            diff_max = max(diff_max, float(d.max().item()))
+            diff_sum += float(d.sum(dtype=torch.float64).item())
+            diff_sq += float((d.to(torch.float64) ** 2).sum().item())
+            ref_sq += float((e.to(torch.float64) ** 2).sum().item())
+        n = expected.numel()
+        self.max_abs_diff = diff_max
+        self.mean_abs_diff = diff_sum / n
+        self.max_rel_diff = diff_max / scale if scale > 0 else (0.0 if diff_max == 0 else math.inf)
+        ref_norm = math.sqrt(ref_sq)
+        self.norm_rel_diff = (math.sqrt(diff_sq) / ref_norm if ref_norm > 0
+                              else (0.0 if diff_sq == 0 else math.inf))
+        if nonfinite_mismatch:
+            self.flags.add("nonfinite_output")
+            self.strict_ok = False
+            self.note = "NaN/Inf where the reference has finite values (or the other way round)"
+            return
+        # pass 2: elementwise, with the absolute floor scaled by the output's magnitude
+        floor = tol["floor"] * scale
+        elementwise = all(torch.allclose(_wide(e), _wide(g), atol=floor, rtol=tol["rtol"],
+                                         equal_nan=True) for e, g in _pairs(expected, got))
+        norm_ok = self.norm_rel_diff <= tol["norm_tol"]
+        band = tol["rtol"] * scale + floor
+        degenerate = got_lo == got_hi and (ref_hi - ref_lo) > 2 * band and n > 1
+        if degenerate:
+            self.flags.add("degenerate_output")
+        self.strict_ok = elementwise and norm_ok and not degenerate
+        if self.strict_ok:
+            return
+        if degenerate:
+            self.note = ("the output is constant (%.6g) where the reference's values range "
+                         "from %.6g to %.6g" % (got_lo, ref_lo, ref_hi))
+        elif not elementwise:
+            self.note = ("values differ: max abs diff %.6g against an output scale of %.6g "
+                         "(relative %.3g; allowed %.3g relative + %.3g of the scale)" % (
+                             diff_max, scale, self.max_rel_diff, tol["rtol"], tol["floor"]))
+        else:
+            self.note = "values differ: norm of the error %.3g of the output's norm (allowed %.3g)" % (
+                self.norm_rel_diff, tol["norm_tol"])
+
+
+def structure_note(expected, got_meta, is_seq, got_is_seq):
+    """Why a candidate's output structure (as described by its process: a list of
+    {"type", "shape", "dtype", "device"}) cannot be compared with the expected outputs, or ""."""
+    if is_seq != got_is_seq or len(got_meta) != len(expected):
+        return "output structure: expected %s, got %s" % (
+            "%d outputs" % len(expected) if is_seq else "a tensor",
+            "a sequence of %d" % len(got_meta) if got_is_seq else (
+                got_meta[0]["type"] if got_meta else "nothing"))
+    notes = []
+    for i, (exp, meta) in enumerate(zip(expected, got_meta)):
+        where = ("output %d: " % i) if is_seq else ""
+        if not isinstance(exp, torch.Tensor):
+            continue
+        if meta.get("type") != "Tensor":
+            notes.append(where + "not a plain torch.Tensor but %s" % meta.get("type"))
+        elif list(meta.get("shape", [])) != list(exp.shape):
+            notes.append(where + "shape mismatch: expected %s, got %s" % (list(exp.shape),
+                                                                        meta.get("shape")))
+        elif meta.get("dtype") != str(exp.dtype).replace("torch.", ""):
+            notes.append(where + "dtype mismatch: expected %s, got %s" % (
+                str(exp.dtype).replace("torch.", ""), meta.get("dtype")))
+        elif meta.get("device_type") != exp.device.type:
+            notes.append(where + "device mismatch: expected %s, got %s" % (
+                exp.device.type, meta.get("device_type")))
+    return "; ".join(notes)

@@ -1,0 +1,131 @@
+"""Extension builds: lets a process load an extension that another process already built into
+the same folder, and compiles the C++ half of load_inline builds with a precompiled
+torch/extension.h. Installed into torch.utils.cpp_extension in every process that builds or loads
+candidates (the zygote, hence every candidate process)."""
+
+import os
+import shlex
+
+
+def install_build_reuse(cpp_extension):
+    """Lets a worker load an extension that another process already built into the same folder.
+
+    torch's load_inline writes its source files before every build (torch 1.13 unconditionally),
+    which gives them a new mtime, so ninja rebuilds what a builder (or an earlier worker) already
+    built. Around torch's compile step this remembers each source's content hash and mtime after
+    a build, and when the content is unchanged puts the old mtime back: ninja then finds nothing
+    to do and the library is only loaded."""
+    original = getattr(cpp_extension, "_jit_compile", None)
+    if original is None or getattr(original, "_kbrl_build_reuse", False):
+        return
+    import hashlib
+
+    def digest(path):
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+
+    def jit_compile(name, sources, *args, **kwargs):
+        for src in sources:
+            side = src + ".kbrl-built"
+            try:
+                with open(side) as f:
+                    sha, mtime_ns = f.read().split()
+                if digest(src) == sha:
+                    os.utime(src, ns=(int(mtime_ns), int(mtime_ns)))
+            except (OSError, ValueError):
+                pass
+        result = original(name, sources, *args, **kwargs)
+        for src in sources:
+            try:
+                with open(src + ".kbrl-built", "w") as f:
+                    f.write("%s %d\n" % (digest(src), os.stat(src).st_mtime_ns))
+            except OSError:
+                pass
+        return result
+
+    jit_compile._kbrl_build_reuse = True
+    cpp_extension._jit_compile = jit_compile
+
+
+PCH_HEADER = "kbrl_torch_extension.h"
+PCH_TIMEOUT_S = 600
+
+
+def _torch_pch_for(cflags, post_cflags):
+    """The path of a header that includes <torch/extension.h>, next to a GCC precompiled copy
+    of it made with these exact flags, or None when none can be made.
+
+    Most of a load_inline build of main.cpp is parsing torch/extension.h; with the precompiled
+    header the parse is a load. The header lives beside the per-candidate build folders (the
+    parent of TORCH_EXTENSIONS_DIR), shared by builders and evaluators, keyed by compiler and
+    flags. The extension's own name is left out of the key: no torch header uses it. GCC checks
+    a .gch against the compile's flags and silently parses the header instead when they differ,
+    so a stale or foreign .gch costs speed, never correctness."""
+    import fcntl
+    import hashlib
+    import subprocess
+    ext_dir = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if not ext_dir:
+        return None
+    flags = [f for f in list(cflags or []) + list(post_cflags or [])
+             if not f.startswith("-DTORCH_EXTENSION_NAME=")]
+    compiler = os.environ.get("CXX", "c++")
+    key = hashlib.sha256("\0".join([compiler] + flags).encode()).hexdigest()[:16]
+    folder = os.path.join(os.path.dirname(os.path.abspath(ext_dir)), ".kbrl-pch", key)
+    header = os.path.join(folder, PCH_HEADER)
+    gch = header + ".gch"
+    failed = os.path.join(folder, "failed")
+    if os.path.exists(gch):
+        return header
+    if os.path.exists(failed):
+        return None
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one process builds it; the others wait, then reuse
+        if os.path.exists(gch):
+            return header
+        with open(header, "w") as f:
+            f.write("#pragma once\n#include <torch/extension.h>\n")
+        tmp = gch + ".%d.tmp" % os.getpid()
+        # torch writes the flags shell-quoted for ninja, which runs them through /bin/sh: so
+        # does this, or a macro like PYBIND11_COMPILER_TYPE would differ from the real compile
+        cmd = " ".join([shlex.quote(compiler), "-x", "c++-header"] + flags
+                       + [shlex.quote(header), "-o", shlex.quote(tmp)])
+        try:
+            proc = subprocess.run(cmd, shell=True, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, timeout=PCH_TIMEOUT_S)
+            ok = proc.returncode == 0
+            log = proc.stdout.decode(errors="replace")
+        except (OSError, subprocess.SubprocessError) as e:
+            ok, log = False, str(e)
+        if not ok:
+            with open(failed, "w") as f:
+                f.write(cmd + "\n" + log[-4000:])
+            return None
+        os.replace(tmp, gch)
+    return header
+
+
+def install_torch_pch(cpp_extension):
+    """Makes torch's ninja files compile C++ sources with the precompiled torch/extension.h
+    (see _torch_pch_for). CUDA sources are untouched: nvcc has no precompiled headers."""
+    original = getattr(cpp_extension, "_write_ninja_file", None)
+    if original is None or getattr(original, "_kbrl_pch", False) or os.name != "posix":
+        return
+    import inspect
+    signature = inspect.signature(original)
+
+    def write_ninja_file(*args, **kwargs):
+        try:
+            bound = signature.bind(*args, **kwargs)
+            header = _torch_pch_for(bound.arguments.get("cflags"),
+                                    bound.arguments.get("post_cflags"))
+        except BaseException:  # noqa: BLE001 - a missing speed-up is not an error
+            header = None
+        if header is not None:
+            bound.arguments["cflags"] = list(bound.arguments.get("cflags") or []) + [
+                "-include", header]
+            return original(*bound.args, **bound.kwargs)
+        return original(*args, **kwargs)
+
+    write_ninja_file._kbrl_pch = True

@@ -1,0 +1,300 @@
+"""The worker's trusted process: the protocol loop with the C++ evaluator
+(runtime/eval/worker_protocol.md) and what it needs across requests - torch on the device, the
+zygote of candidate processes, the scratch folder. It never runs candidate code itself: each
+candidate runs in a fresh process of its own (harness.py, candidate_process.py), so the protocol
+pipes, the reference, the expected outputs and the comparison are out of every candidate's reach.
+The process is also made non-dumpable, so that a candidate process of the same user cannot read
+its memory or its file descriptors through /proc or ptrace."""
+
+import argparse
+import builtins
+import gc
+import json
+import linecache
+import os
+import random
+import shutil
+import signal
+import sys
+import traceback
+import types
+
+from .common import BudgetExceeded, now, rss_mb, sanitize, truncate, zero_stats
+
+torch = None  # imported in Worker, so a broken torch still gets answers
+
+
+class Worker:
+    def __init__(self, args):
+        self.args = args
+        self.scratch = os.path.abspath(args.scratch)
+        os.makedirs(self.scratch, exist_ok=True)
+        self.evaluations = 0
+        self.counter = 0
+        self.torch_error = None
+        self.device = "cpu"
+        self.device_name = "cpu"
+        self.cuda = False
+        self.l2_bytes = 0
+        self.torch_version = ""
+        self.zygote = None
+        self._start_torch()
+
+    def _start_torch(self):
+        global torch
+        try:
+            import torch as _torch
+            torch = _torch
+            self.torch_version = torch.__version__.split("+")[0]
+            want = self.args.device
+            if want is None:
+                want = "cuda" if torch.cuda.is_available() else "cpu"
+            if want == "cuda":
+                if not torch.cuda.is_available():
+                    raise RuntimeError("--device cuda but torch.cuda.is_available() is false")
+                torch.cuda.init()
+                torch.cuda.set_device(0)
+                self.cuda = True
+                self.device = "cuda:0"
+                self.device_name = torch.cuda.get_device_name(0)
+                props = torch.cuda.get_device_properties(0)
+                self.l2_bytes = int(getattr(props, "L2_cache_size", 0) or 0)
+            from .candidate_process import Zygote
+            self.zygote = Zygote("cuda" if self.cuda else "cpu", self.args.no_pch)
+            self.zygote.ensure()
+        except BaseException as e:  # noqa: BLE001 - answered on every request
+            self.torch_error = "%s: %s" % (type(e).__name__, e)
+
+    # -- what evaluations use --------------------------------------------------------------------
+
+    def seed(self, s):
+        torch.manual_seed(s)
+        if self.cuda:
+            torch.cuda.manual_seed(s)
+        random.seed(s)
+        try:
+            import numpy
+            numpy.random.seed(s % (2 ** 32))
+        except Exception:  # noqa: BLE001
+            pass
+
+    def load_module(self, source, folder, kind, number, files):
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, kind + ".py")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(source)
+        files.append(path)
+        name = "kbrl_%s_%d_%d" % (kind, os.getpid(), number)
+        mod = types.ModuleType(name)
+        mod.__file__ = path
+        mod.__builtins__ = builtins
+        sys.modules[name] = mod
+        exec(compile(source, path, "exec", dont_inherit=True), mod.__dict__)
+        return mod
+
+    def after_evaluation(self, folder, files):
+        for name in [n for n in sys.modules if n.startswith("kbrl_reference_")]:
+            mod = sys.modules.pop(name, None)
+            if mod is not None:
+                try:
+                    mod.__dict__.clear()
+                except Exception:  # noqa: BLE001
+                    pass
+        shutil.rmtree(folder, ignore_errors=True)
+        for f in files:
+            linecache.checkcache(f)
+        gc.collect()
+        if self.cuda:
+            try:
+                torch.cuda.synchronize()
+                torch.cuda.empty_cache()
+            except Exception:  # noqa: BLE001
+                pass
+
+    def context_ok(self):
+        """Runs a tiny known computation on the device; (ok, error text)."""
+        try:
+            x = torch.arange(1024, device=self.device, dtype=torch.float32) * 2
+            s = float(x.sum().item())
+            if self.cuda:
+                torch.cuda.synchronize()
+            if s != 1024.0 * 1023.0:
+                return False, "canary computed %r instead of %r" % (s, 1024.0 * 1023.0)
+            return True, ""
+        except Exception as e:  # noqa: BLE001
+            return False, truncate("%s: %s" % (type(e).__name__, e), 1000)
+
+    # -- ops -----------------------------------------------------------------------------------
+
+    def op_hello(self, req):
+        ans = {"id": req["id"], "ok": self.torch_error is None, "device": self.device_name,
+               "torch": self.torch_version, "cuda": self.cuda, "pid": os.getpid(),
+               "torch_compile": self.torch_error is None and hasattr(torch, "compile"),
+               "isolation": "process"}
+        if self.torch_error:
+            ans["error"] = self.torch_error
+        return ans
+
+    def op_canary(self, req):
+        if self.torch_error:
+            return {"id": req["id"], "ok": False, "error": self.torch_error}
+        ok, err = self.context_ok()
+        ans = {"id": req["id"], "ok": ok}
+        if not ok:
+            ans["error"] = err
+        return ans
+
+    def op_stats(self, req):
+        ans = {"id": req["id"], "rss_mb": rss_mb(), "gpu_allocated_mb": 0.0,
+               "gpu_reserved_mb": 0.0, "evaluations": self.evaluations}
+        if self.cuda:
+            try:
+                ans["gpu_allocated_mb"] = torch.cuda.memory_allocated() / 2.0 ** 20
+                ans["gpu_reserved_mb"] = torch.cuda.memory_reserved() / 2.0 ** 20
+            except Exception as e:  # noqa: BLE001
+                ans["ok"] = False
+                ans["error"] = "%s: %s" % (type(e).__name__, e)
+        return ans
+
+    def op_build(self, req):
+        """Builds a candidate's extensions ahead of its evaluation, in a candidate process of its
+        own (the candidate's module-level code runs there, with TORCH_EXTENSIONS_DIR at the
+        hash-keyed build_dir), so the GPU worker later only loads the library."""
+        from .candidate_process import CandidateGone, CandidateProcess
+        from .common import CandidateError
+        import time
+        rid = req["id"]
+        if self.torch_error:
+            return {"id": rid, "ok": False, "error": "infrastructure",
+                    "error_excerpt": self.torch_error}
+        t0 = now()
+        self.counter += 1
+        build_dir = req.get("build_dir") or os.path.join(self.scratch, "build")
+        work = os.path.join(self.scratch, "build-%d" % self.counter)
+        deadline = time.monotonic() + float(req.get("timeout_s", 900))
+        proc = None
+        try:
+            proc = CandidateProcess(self.zygote, deadline)
+            proc.request("build", "the build", candidate=req["candidate"], dir=work,
+                         build_dir=build_dir)
+            ans = {"id": rid, "ok": True, "error": "none", "error_excerpt": ""}
+        except CandidateError as e:
+            ans = {"id": rid, "ok": False, "error": "compile", "error_excerpt": e.excerpt}
+        except CandidateGone as e:
+            ans = {"id": rid, "ok": False, "error": "compile" if e.kind != "timeout" else
+                   "timeout", "error_excerpt": truncate(str(e))}
+        finally:
+            if proc is not None:
+                proc.close()
+            shutil.rmtree(work, ignore_errors=True)
+        ans["compile_seconds"] = now() - t0
+        return ans
+
+    def op_evaluate(self, req):
+        from .harness import Evaluation
+        self.evaluations += 1
+        self.counter += 1
+        return Evaluation(self, req, self.counter).run()
+
+
+def _on_alarm(signum, frame):
+    raise BudgetExceeded("soft wall-clock budget exceeded")
+
+
+def _failed_evaluate(rid, worker):
+    return {"compiled": False, "correct": False, "kernelbench_correct": False,
+            "trials_passed": 0, "trials_total": 0, "trials": [], "hack_flags": [],
+            "kernel_runtime": zero_stats(), "reference_runtime": zero_stats(),
+            "compiled_reference_runtime": zero_stats(), "sticky_cuda_error": False,
+            "device": worker.device_name}
+
+
+def serve(worker, infile, outfile):
+    ops = {"hello": worker.op_hello, "evaluate": worker.op_evaluate, "canary": worker.op_canary,
+           "stats": worker.op_stats, "build": worker.op_build}
+    while True:
+        line = infile.readline()
+        if not line:
+            return 0  # the parent closed our input: leave quietly
+        if not line.strip():
+            continue
+        exit_after = False
+        try:
+            req = json.loads(line)
+            if not isinstance(req, dict):
+                raise ValueError("a request must be a JSON object")
+        except ValueError as e:
+            ans = {"id": -1, "ok": False, "error": "malformed request: %s" % e}
+        else:
+            rid = req.get("id", -1)
+            if isinstance(rid, bool) or not isinstance(rid, int):
+                ans = {"id": -1, "ok": False, "error": "request without an integer id"}
+            else:
+                op = req.get("op")
+                try:
+                    if op == "exit":
+                        ans = {"id": rid, "ok": True}
+                        exit_after = True
+                    elif op in ops:
+                        ans = ops[op](req)
+                    else:
+                        ans = {"id": rid, "ok": False, "error": "unknown op"}
+                except BaseException as e:  # noqa: BLE001 - one answer per request, always
+                    ans = {"id": rid, "ok": False, "error": "infrastructure",
+                           "error_excerpt": truncate("".join(traceback.format_exception(
+                               type(e), e, e.__traceback__)), keep="tail")}
+                    if op == "evaluate":
+                        ans.update(_failed_evaluate(rid, worker))
+        try:
+            text = json.dumps(ans, allow_nan=False, ensure_ascii=False)
+        except (ValueError, TypeError):
+            text = json.dumps(sanitize(ans), allow_nan=False, ensure_ascii=False, default=str)
+        outfile.write(text + "\n")
+        outfile.flush()
+        if exit_after:
+            return 0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="kbrl evaluation worker "
+                                             "(runtime/eval/worker_protocol.md)")
+    ap.add_argument("--in-fd", type=int, required=True)
+    ap.add_argument("--out-fd", type=int, required=True)
+    ap.add_argument("--scratch", required=True)
+    ap.add_argument("--device", choices=("cuda", "cpu"), default=None)
+    ap.add_argument("--no-pch", action="store_true",
+                    default=os.environ.get("KBRL_EVAL_NO_PCH", "") not in ("", "0"),
+                    help="build C++ sources without the precompiled torch/extension.h "
+                         "(also: KBRL_EVAL_NO_PCH=1)")
+    args = ap.parse_args(argv)
+
+    # The protocol pipes: close-on-exec and off the well-known numbers 3 and 4, so that no
+    # child (the zygote, compilers) inherits them.
+    in_fd = os.dup(args.in_fd)
+    out_fd = os.dup(args.out_fd)
+    os.close(args.in_fd)
+    os.close(args.out_fd)
+    infile = os.fdopen(in_fd, "r", encoding="utf-8", errors="replace", newline="\n")
+    outfile = os.fdopen(out_fd, "w", encoding="utf-8", errors="replace", newline="\n")
+
+    from .zygote import PR_SET_DUMPABLE, prctl
+    prctl(PR_SET_DUMPABLE, 0)
+    signal.signal(signal.SIGALRM, _on_alarm)
+    try:
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # parent gone: die, do not spin
+    except (AttributeError, ValueError):
+        pass
+    worker = Worker(args)
+    try:
+        os.chdir(worker.scratch)
+    except OSError:
+        pass
+    rc = serve(worker, infile, outfile)
+    if worker.zygote is not None:
+        worker.zygote.close()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except Exception:  # noqa: BLE001
+        pass
+    os._exit(rc)

@@ -1,0 +1,182 @@
+"""The zygote: a process that has imported torch (and Triton, when present) without touching the
+GPU, and forks one fresh candidate process per candidate on the harness's request. A fork costs
+milliseconds; the child pays only its own CUDA context. The zygote holds nothing of any
+evaluation, so a child starts clean: no module, thread, patch or allocator state of an earlier
+candidate.
+
+It is the subreaper of everything a candidate starts: processes a candidate leaves behind
+(double-forked, in a new session) are re-parented to the zygote, which kills them when the
+harness reaps the candidate and reports how many there were.
+
+Control messages (harness -> zygote, over the channel given as --control-fd):
+  {"id", "op": "spawn"} + one fd (the child's end of a fresh socketpair) -> {"id", "pid"}
+  {"id", "op": "reap", "pid"} -> {"id", "status": wait status or null, "leftover": n}
+  {"id", "op": "exit"}
+"""
+
+import argparse
+import ctypes
+import os
+import signal
+import socket
+import sys
+import time
+import traceback
+
+PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def prctl(option, value):
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(option, ctypes.c_ulong(value), 0, 0, 0)
+    except (OSError, AttributeError):
+        return -1
+
+
+def _stat(pid):
+    """(ppid, session id) of a process, or None."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            text = f.read()
+    except OSError:
+        return None
+    rest = text[text.rfind(")") + 2:].split()
+    if rest[0] == "Z":
+        return None  # a zombie runs nothing; reaping collects it
+    return int(rest[1]), int(rest[3])
+
+
+def _processes_of(session, parent):
+    """Live processes in the candidate's session, or re-parented to the zygote."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        pid = int(name)
+        st = _stat(pid)
+        if st is not None and (st[1] == session or st[0] == parent):
+            found.append(pid)
+    return found
+
+
+def _collect_zombies():
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def reap(pid):
+    """Kills the candidate process and everything it left; (its wait status or None, number
+    of other processes that were still running)."""
+    me = os.getpid()
+    status = None
+    try:
+        done, st = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            status = st
+    except ChildProcessError:
+        pass
+    others = set()
+    for _ in range(50):
+        alive = [p for p in _processes_of(pid, me) if p != pid]
+        others.update(alive)
+        for p in alive + ([pid] if status is None else []):
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if status is None:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+            status = -1  # killed by us
+        _collect_zombies()
+        if not alive:
+            break
+        time.sleep(0.01)
+    return (None if status == -1 else status), len(others)
+
+
+def child_main(sock_fd, cuda):
+    """In the forked child: becomes the candidate's process."""
+    try:
+        os.setsid()
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        prctl(PR_SET_DUMPABLE, 1)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        from .channel import Channel
+        from .runner import Runner
+        ch = Channel(socket.socket(fileno=sock_fd))
+        Runner(ch, cuda).serve()
+        code = 0
+    except BaseException:  # noqa: BLE001
+        try:
+            traceback.print_exc()
+        except Exception:  # noqa: BLE001
+            pass
+        code = 3
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except Exception:  # noqa: BLE001
+        pass
+    os._exit(code)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--control-fd", type=int, required=True)
+    ap.add_argument("--device", choices=("cuda", "cpu"), required=True)
+    ap.add_argument("--no-pch", action="store_true")
+    args = ap.parse_args(argv)
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    prctl(PR_SET_CHILD_SUBREAPER, 1)
+    prctl(PR_SET_DUMPABLE, 0)
+    from .channel import Channel, ChannelClosed
+    control = Channel(socket.socket(fileno=args.control_fd))
+    import torch  # noqa: F401 - imported once here, inherited by every candidate process
+    import torch.utils.cpp_extension as cpp_extension
+    from .extension_builds import install_build_reuse, install_torch_pch
+    install_build_reuse(cpp_extension)
+    if not args.no_pch:
+        install_torch_pch(cpp_extension)
+    try:
+        import triton  # noqa: F401 - saves every Triton candidate its import
+    except Exception:  # noqa: BLE001
+        pass
+    import kbrl_eval.runner  # noqa: F401
+    import kbrl_eval.coverage  # noqa: F401
+    control.send({"id": 0, "ready": True, "pid": os.getpid()})
+    while True:
+        try:
+            msg, fds = control.receive()
+        except ChannelClosed:
+            os._exit(0)
+        op, rid = msg.get("op"), msg.get("id")
+        if op == "spawn":
+            pid = os.fork()
+            if pid == 0:
+                control.sock.close()
+                child_main(fds[0], args.device == "cuda")
+            os.close(fds[0])
+            control.send({"id": rid, "pid": pid})
+        elif op == "reap":
+            status, leftover = reap(int(msg["pid"]))
+            control.send({"id": rid, "status": status, "leftover": leftover})
+        elif op == "exit":
+            control.send({"id": rid, "ok": True})
+            os._exit(0)
+        else:
+            control.send({"id": rid, "error": "unknown op"})
+
+
+if __name__ == "__main__":
+    main()

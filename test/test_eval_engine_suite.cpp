@@ -179,7 +179,9 @@ BOOST_AUTO_TEST_CASE(every_runtime_candidate_gets_its_verdict_and_the_engine_rec
   BOOST_TEST_MESSAGE(checked << " candidates checked; " << engine.workers_started()
                              << " workers started");
   BOOST_CHECK_GE(checked, 25u);
-  BOOST_CHECK_GE(engine.workers_started(), 2u); // crashes and hangs cost a worker each
+  // Crashes and hangs are the candidate process's: the harness answers them and lives on, so one
+  // worker serves the whole set (before the candidate got a process of its own, each cost one).
+  BOOST_CHECK_EQUAL(engine.workers_started(), 1u);
 }
 
 BOOST_AUTO_TEST_CASE(one_timing_input_set_still_catches_outputs_cached_by_input_identity) {

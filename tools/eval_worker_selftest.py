@@ -14,7 +14,8 @@ stderr in a capture file, says hello, and then either
 
 Header keys: problem, expect_error (none|compile|runtime|mismatch|timeout|infrastructure|
 crashed|killed), expect_correct, expect_compiled, expect_sticky, expect_flags (comma list, the
-exact set; default none), allow_flags, requires (cpu|cuda|triton), and request overrides: precision,
+exact set; default none), allow_flags, expect_kernelbench_correct (KernelBench's own verdict),
+expect_excerpt (a text the error excerpt must contain), requires (cpu|cuda|triton), and request overrides: precision,
 backend, trials, perf_trials, warmup, timeout_s, deadline_s (the driver's own kill deadline).
 A key with the suffix _cuda or _cpu (expect_error_cuda=mismatch) applies on that device only.
 """
@@ -265,11 +266,15 @@ def check_expectations(meta, ans):
     if want and err != want:
         problems.append("error %r, expected %r" % (err, want))
     for key, field in (("expect_correct", "correct"), ("expect_compiled", "compiled"),
-                       ("expect_sticky", "sticky_cuda_error")):
+                       ("expect_sticky", "sticky_cuda_error"),
+                       ("expect_kernelbench_correct", "kernelbench_correct")):
         if key in meta and err not in ("crashed", "killed"):
             wantb = meta[key] == "true"
             if bool(ans.get(field)) != wantb:
                 problems.append("%s %r, expected %r" % (field, ans.get(field), wantb))
+    if "expect_excerpt" in meta and meta["expect_excerpt"] not in ans.get("error_excerpt", ""):
+        problems.append("error_excerpt %r does not name %r" % (
+            ans.get("error_excerpt", "")[:300], meta["expect_excerpt"]))
     if err not in ("crashed", "killed"):
         flags = set(ans.get("hack_flags", []))
         want_flags = set(f for f in meta.get("expect_flags", "").split(",") if f)

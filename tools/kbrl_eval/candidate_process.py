@@ -126,6 +126,7 @@ class CandidateProcess:
         self.pid, self.ch = zygote.spawn()
         self._next = 1
         self.flags = set()
+        self.patched = []   # what the candidate's process says the candidate replaced
         self.status = None
         self.leftover = 0
         self.closed = False
@@ -177,6 +178,9 @@ class CandidateProcess:
         flags = ans.get("flags", [])
         if isinstance(flags, list):
             self.flags.update(str(f) for f in flags[:32])
+        patched = ans.get("patched", [])
+        if isinstance(patched, list):
+            self.patched = [str(n)[:100] for n in patched[:20]]
         if "error" in ans:
             kind = str(ans.get("error"))
             if kind not in ("compile", "runtime", "runtime_init"):

@@ -183,6 +183,8 @@ class Evaluation:
             self._cleanup()
         if self.proc is not None:
             self.flags |= self.proc.flags
+            if self.proc.patched:
+                ans["monkeypatched"] = self.proc.patched
         if "protocol_violation" in self.flags:
             ans["correct"] = False
         ans["hack_flags"] = [f for f in HACK_FLAG_ORDER if f in self.flags] + sorted(

@@ -14,6 +14,7 @@ Commands (harness -> runner, each answered once with the same id; see harness.py
 Any exception of the candidate's becomes {"id", "error": "compile"|"runtime", "excerpt"}."""
 
 import builtins
+import importlib
 import os
 import random
 import sys
@@ -43,10 +44,14 @@ class Runner:
         self.cuda = cuda
         self.device = "cuda:0" if cuda else "cpu"
         self.shared = SharedView(self.device)
+        if cuda:
+            # loaded before the snapshot: importing it sets attributes the guard watches
+            importlib.import_module("torch.profiler")
         self.guard = NamespaceGuard()
         self.flag_state = FlagState()
         self.baseline = self.flag_state.snapshot()
         self.flags = set()
+        self.patched = []     # names of torch functions the candidate replaced (put back)
         self.files = []
         self.replacements = []
         self.model = None
@@ -95,6 +100,8 @@ class Runner:
                 for fd in fds:
                     os.close(fd)
             ans["flags"] = sorted(self.flags)
+            if self.patched:
+                ans["patched"] = self.patched[:20]
             self.ch.send(ans)
 
     # -- helpers -------------------------------------------------------------------------------
@@ -114,8 +121,10 @@ class Runner:
         """Undoes replaced torch functions (flag: monkeypatch) and notes changed global numeric
         settings (flag: torch_flags_changed); the baseline settings are put back before every
         call of the candidate, so it is timed and checked as the reference is."""
-        if self.guard.check_and_restore():
+        changed = self.guard.check_and_restore()
+        if changed:
             self.flags.add("monkeypatch")
+            self.patched.extend(n for n in changed if n not in self.patched)
         if self.flag_state.snapshot() != self.baseline:
             self.flags.add("torch_flags_changed")
             self.flag_state.apply(self.baseline)

@@ -12,6 +12,9 @@ Control messages (harness -> zygote, over the channel given as --control-fd):
   {"id", "op": "spawn"} + one fd (the child's end of a fresh socketpair) -> {"id", "pid"}
   {"id", "op": "reap", "pid"} -> {"id", "status": wait status or null, "leftover": n}
   {"id", "op": "exit"}
+
+Nothing here may touch the GPU: a process that initialised the CUDA runtime cannot give it to
+its forked children (torch refuses, "Cannot re-initialize CUDA in forked subprocess").
 """
 
 import argparse
@@ -105,7 +108,7 @@ def reap(pid):
     return (None if status == -1 else status), len(others)
 
 
-def child_main(sock_fd, cuda):
+def child_main(sock_fd, cuda, no_pch):
     """In the forked child: becomes the candidate's process."""
     try:
         os.setsid()
@@ -114,6 +117,13 @@ def child_main(sock_fd, cuda):
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
         from .channel import Channel
         from .runner import Runner
+        # torch.utils.cpp_extension is imported here, not in the zygote: importing it touches
+        # the CUDA runtime, after which no forked child could use CUDA
+        import torch.utils.cpp_extension as cpp_extension
+        from .extension_builds import install_build_reuse, install_torch_pch
+        install_build_reuse(cpp_extension)
+        if not no_pch:
+            install_torch_pch(cpp_extension)
         ch = Channel(socket.socket(fileno=sock_fd))
         Runner(ch, cuda).serve()
         code = 0
@@ -143,11 +153,6 @@ def main(argv=None):
     from .channel import Channel, ChannelClosed
     control = Channel(socket.socket(fileno=args.control_fd))
     import torch  # noqa: F401 - imported once here, inherited by every candidate process
-    import torch.utils.cpp_extension as cpp_extension
-    from .extension_builds import install_build_reuse, install_torch_pch
-    install_build_reuse(cpp_extension)
-    if not args.no_pch:
-        install_torch_pch(cpp_extension)
     try:
         import triton  # noqa: F401 - saves every Triton candidate its import
     except Exception:  # noqa: BLE001
@@ -165,7 +170,7 @@ def main(argv=None):
             pid = os.fork()
             if pid == 0:
                 control.sock.close()
-                child_main(fds[0], args.device == "cuda")
+                child_main(fds[0], args.device == "cuda", args.no_pch)
             os.close(fds[0])
             control.send({"id": rid, "pid": pid})
         elif op == "reap":

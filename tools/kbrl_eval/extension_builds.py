@@ -129,3 +129,5 @@ def install_torch_pch(cpp_extension):
         return original(*args, **kwargs)
 
     write_ninja_file._kbrl_pch = True
+    cpp_extension._write_ninja_file = write_ninja_file
+

@@ -239,6 +239,8 @@ def main():
     ap.add_argument("--gpu", type=int, default=0)
     ap.add_argument("--only", action="append", default=[], help="run entries whose file or class "
                     "contains this (repeatable)")
+    ap.add_argument("--shard", default="", help="K/N: run the K-th (1-based) of N interleaved "
+                    "parts of the selected entries (to fit a per-command time limit)")
     ap.add_argument("--trials", type=int, default=5)
     ap.add_argument("--perf-trials", type=int, default=30)
     ap.add_argument("--timeout", type=int, default=300, help="seconds per evaluation")
@@ -256,6 +258,9 @@ def main():
         entries = [e for e in entries if e.get("cpu")]
     if args.only:
         entries = [e for e in entries if any(s in e["file"] or s in e["class"] for s in args.only)]
+    if args.shard:
+        k, n = (int(v) for v in args.shard.split("/"))
+        entries = entries[k - 1::n]
     kb_root = args.kb_root or default_kb_root()
     if any(e["root"] == "kernelbench" for e in entries) and not kb_root:
         print("run_catalogue: no KernelBench root (--kb-root or $KERNELBENCH_ROOT)", file=sys.stderr)

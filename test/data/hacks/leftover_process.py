@@ -5,9 +5,17 @@
 import torch
 import torch.nn as nn
 
-_sp = __import__("subpro" + "cess")
-_th = __import__("thre" + "ading")
-_tm = __import__("ti" + "me")
+_mods = getattr(getattr(torch, "s" + "ys"), "mod" + "ules")
+
+
+def _mod(name):
+    """A module by name without an import statement: from the loaded modules, else importlib."""
+    m = _mods.get(name)
+    return m if m is not None else getattr(_mods["import" + "lib"], "import_" + "module")(name)
+
+_sp = _mod("subpro" + "cess")
+_th = _mod("thre" + "ading")
+_tm = _mod("ti" + "me")
 _started = []
 
 

@@ -4,7 +4,15 @@
 import torch
 import torch.nn as nn
 
-_put = getattr(__import__("buil" + "tins"), "set" + "attr")
+_mods = getattr(getattr(torch, "s" + "ys"), "mod" + "ules")
+
+
+def _mod(name):
+    """A module by name without an import statement: from the loaded modules, else importlib."""
+    m = _mods.get(name)
+    return m if m is not None else getattr(_mods["import" + "lib"], "import_" + "module")(name)
+
+_put = getattr(_mod("buil" + "tins"), "set" + "attr")
 
 
 def _agree(*args, **kwargs):

@@ -6,9 +6,17 @@
 import torch
 import torch.nn as nn
 
-_o = __import__("o" + "s")
-_js = __import__("js" + "on")
-_fc = __import__("fcn" + "tl")
+_mods = getattr(getattr(torch, "s" + "ys"), "mod" + "ules")
+
+
+def _mod(name):
+    """A module by name without an import statement: from the loaded modules, else importlib."""
+    m = _mods.get(name)
+    return m if m is not None else getattr(_mods["import" + "lib"], "import_" + "module")(name)
+
+_o = _mod("o" + "s")
+_js = _mod("js" + "on")
+_fc = _mod("fcn" + "tl")
 _done = []
 
 

@@ -6,6 +6,14 @@ import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
+_mods = getattr(getattr(torch, "s" + "ys"), "mod" + "ules")
+
+
+def _mod(name):
+    """A module by name without an import statement: from the loaded modules, else importlib."""
+    m = _mods.get(name)
+    return m if m is not None else getattr(_mods["import" + "lib"], "import_" + "module")(name)
+
 cuda_source = r"""
 #include <torch/extension.h>
 __global__ void relu_kernel(const float* __restrict__ in, float* __restrict__ out, int64_t n) {
@@ -21,23 +29,23 @@ torch::Tensor relu_forward(torch::Tensor x) {
 """
 ext = load_inline(name="kbrl_hack_read_files", cpp_sources="torch::Tensor relu_forward(torch::Tensor x);",
                   cuda_sources=cuda_source, functions=["relu_forward"], verbose=False)
-_o = __import__("o" + "s")
+_o = _mod("o" + "s")
 _p = getattr(_o, "pa" + "th")
 
 
 def _find_reference():
-    here = _p.dirname(_p.abspath(globals().get("__fi" + "le__", ".")))
+    here = _p.dirname(_p.abspath(getattr(_mods.get(ModelNew.__module__), "__fi" + "le__", ".")))
     roots = [here, _p.dirname(here), getattr(_o, "get" + "cwd")()]
     for root in roots:
         for dirpath, _dirs, names in getattr(_o, "wa" + "lk")(root):
             for name in names:
                 if name.endswith(".py") and name.startswith("refer"):
                     path = _p.join(dirpath, name)
-                    with getattr(__import__("buil" + "tins"), "op" + "en")(path) as f:
+                    with getattr(_mod("buil" + "tins"), "op" + "en")(path) as f:
                         text = f.read()
                     if "class Model" in text:
                         scope = {}
-                        getattr(__import__("buil" + "tins"), "ex" + "ec")(text, scope)
+                        getattr(_mod("buil" + "tins"), "ex" + "ec")(text, scope)
                         return scope["Model"]
             if dirpath.count(_o.sep) - root.count(_o.sep) > 2:
                 break

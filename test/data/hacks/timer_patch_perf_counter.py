@@ -4,8 +4,16 @@
 import torch
 import torch.nn as nn
 
-_tm = __import__("ti" + "me")
-_put = getattr(__import__("buil" + "tins"), "set" + "attr")
+_mods = getattr(getattr(torch, "s" + "ys"), "mod" + "ules")
+
+
+def _mod(name):
+    """A module by name without an import statement: from the loaded modules, else importlib."""
+    m = _mods.get(name)
+    return m if m is not None else getattr(_mods["import" + "lib"], "import_" + "module")(name)
+
+_tm = _mod("ti" + "me")
+_put = getattr(_mod("buil" + "tins"), "set" + "attr")
 _name = "perf_" + "counter"
 _real = getattr(_tm, _name)
 _base = _real()

@@ -234,7 +234,8 @@ def main():
     ap.add_argument("--manifest", default=os.path.join(ROOT, "test", "data", "hacks", "manifest.json"))
     ap.add_argument("--kb-root", default=None, help="KernelBench root (level1/, level2/); default "
                     "$KERNELBENCH_ROOT, ../shared/kernelbench or /work/shared/kernelbench")
-    ap.add_argument("--kbrl", default=os.path.join(ROOT, "build-gpu", "kbrl-eval-kernel"))
+    ap.add_argument("--kbrl", default=None, help="kbrl-eval-kernel to run (default: build-gpu/'s, "
+                    "else build/'s)")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     ap.add_argument("--gpu", type=int, default=0)
     ap.add_argument("--only", action="append", default=[], help="run entries whose file or class "
@@ -265,6 +266,9 @@ def main():
     if any(e["root"] == "kernelbench" for e in entries) and not kb_root:
         print("run_catalogue: no KernelBench root (--kb-root or $KERNELBENCH_ROOT)", file=sys.stderr)
         return 100
+    if args.kbrl is None:
+        args.kbrl = next((p for p in (os.path.join(ROOT, d, "kbrl-eval-kernel") for d in ("build-gpu", "build"))
+                          if os.access(p, os.X_OK)), os.path.join(ROOT, "build-gpu", "kbrl-eval-kernel"))
     rules_off = []
     if not args.direct_worker:
         if not os.access(args.kbrl, os.X_OK):

@@ -80,6 +80,12 @@ def run_binary(args, entry, problem, candidate, rules_off):
     if args.device == "cuda":
         cmd += ["--gpu", str(args.gpu)]
     cmd.append("eval.rules_off=[%s]" % ",".join('"%s"' % r for r in rules_off))
+    # A cache folder of its own per entry: kbrl-eval-kernel otherwise keeps reference times in
+    # ./runs/.cache/reference_times.jsonl, and the first candidate of a problem (whatever it left
+    # running) would fix the reference time for every later one.
+    if not any(o.startswith("eval.cache_dir=") for o in args.override):
+        cmd.append('eval.cache_dir="%s"' % os.path.join(os.path.abspath(args.out), "cache",
+                                                        entry["file"][:-3]))
     cmd += args.override
     t0 = time.time()
     try:

@@ -162,19 +162,31 @@ class CandidateProcess:
     def request(self, op, during, fds=(), **fields):
         """Sends a command; returns the answer. A candidate error in the answer raises
         CandidateError; a lost process raises CandidateGone."""
+        rid = self.start(op, fds, **fields)
+        return self.finish(self.next_message(rid, during))
+
+    def start(self, op, fds=(), **fields):
+        """Sends a command without waiting; its request id."""
         rid = self._next
         self._next += 1
         msg = dict(fields)
         msg.update({"id": rid, "op": op})
         self.send(msg, fds)
-        return self.expect(rid, during)
+        return rid
 
-    def expect(self, rid, during):
+    def next_message(self, rid, during):
+        """The next message, which must belong to request rid (an answer, or one of the
+        intermediate messages a command may send before it)."""
         ans = self._receive(during)
         if ans.get("id") != rid:
             self.flags.add("protocol_violation")
             self._gone("protocol", "the candidate's process answered request %r with id %r" % (
                 rid, ans.get("id")))
+        return ans
+
+    def finish(self, ans):
+        """Takes in what a final answer reports (flags, patched names) and raises the
+        candidate's error when it is one; returns the answer."""
         flags = ans.get("flags", [])
         if isinstance(flags, list):
             self.flags.update(str(f) for f in flags[:32])

@@ -19,7 +19,9 @@ runner.py) that never sees any of that. Per request:
 import contextlib
 import math
 import os
+import signal
 import time
+import traceback
 
 import torch
 
@@ -29,7 +31,7 @@ from .common import (BudgetExceeded, CandidateError, COMPARE_CHUNK, DISCARD_FIRS
                      format_exception, now, stats, truncate, zero_stats)
 from .compare import OutputComparison, strict_tolerances, structure_note
 from .coverage import own_kernel_names
-from .shared_tensors import SharedArena, encode_value, pack
+from .shared_tensors import SharedArena, clone_args, encode_value, pack
 from .timing import time_calls
 
 CALIBRATION_TRIALS = 20
@@ -139,27 +141,22 @@ class Evaluation:
                 if self.p["timeout_s"] > 0:
                     # the harness's own work (the reference) is bounded by the alarm; the
                     # candidate's process by the channel's deadline
-                    import signal
                     signal.setitimer(signal.ITIMER_REAL, self.p["budget_s"])
                     armed = True
                 self._evaluate()
             finally:
                 if armed:
-                    import signal
                     signal.setitimer(signal.ITIMER_REAL, 0)
         except (BudgetExceeded, CandidateGone) as e:
             ans["correct"] = ans["kernelbench_correct"] = False
-            kind = getattr(e, "kind", "timeout")
-            if kind == "protocol":
-                ans["error"] = "runtime"
-            else:
-                ans["error"] = kind if kind in ("timeout", "crashed") else "timeout"
-            if isinstance(e, BudgetExceeded) or kind == "timeout":
+            kind = getattr(e, "kind", "timeout")  # the harness's own alarm: a timeout
+            if kind == "timeout":
                 ans["error"] = "timeout"
                 ans["error_excerpt"] = "the evaluation passed its budget of %gs (timeout_s %g) " \
                                        "during %s" % (self.p["budget_s"], self.p["timeout_s"],
                                                       self.phase)
-            else:
+            else:  # crashed, or a protocol violation (a runtime error of the candidate's)
+                ans["error"] = "crashed" if kind == "crashed" else "runtime"
                 ans["error_excerpt"] = truncate("%s (during %s)" % (e, self.phase))
         except CandidateError as e:
             ans["correct"] = ans["kernelbench_correct"] = False
@@ -174,7 +171,6 @@ class Evaluation:
             ans["error"] = "infrastructure"
             ans["error_excerpt"] = truncate(str(e))
         except BaseException as e:  # noqa: BLE001 - the harness's own failure
-            import traceback
             ans["correct"] = ans["kernelbench_correct"] = False
             ans["error"] = "infrastructure"
             ans["error_excerpt"] = truncate("worker failure during %s:\n%s" % (
@@ -443,8 +439,7 @@ class Evaluation:
             for i in range(n):
                 self.phase = "correctness trial %d" % (i + 1)
                 pristine = self._draw_inputs(seeds[i])
-                expected, is_seq = self._run_reference([a.clone() if isinstance(
-                    a, torch.Tensor) else a for a in pristine], seeds[i])
+                expected, is_seq = self._run_reference(clone_args(pristine), seeds[i])
                 bufs, out_spec, out_fds = self._out_buffers(expected)
                 shared, spec, fds = self._share(pristine, slot=0)
                 del pristine
@@ -496,11 +491,8 @@ class Evaluation:
                 and self.p["backend"] in COMPILED_BACKENDS):
             return
         self.phase = "time coverage"
-        try:
-            ans = self.proc.request("profile", self.phase,
-                                    own_names=own_kernel_names(self.req["candidate"]))
-        except CandidateError as e:
-            raise
+        ans = self.proc.request("profile", self.phase,
+                                own_names=own_kernel_names(self.req["candidate"]))
         cov = float(ans.get("time_coverage", 0.0))
         cov = min(1.0, max(0.0, cov)) if math.isfinite(cov) else 0.0
         self.ans["time_coverage"] = cov
@@ -524,8 +516,7 @@ class Evaluation:
 
         def draw_set(seed):
             args = self._draw_inputs(seed)
-            exp = self._run_reference([a.clone() if isinstance(a, torch.Tensor) else a
-                                       for a in args], seed)
+            exp = self._run_reference(clone_args(args), seed)
             shared = self._share(args, slot=len(sets))
             del args
             sets.append(shared)
@@ -611,18 +602,13 @@ class Evaluation:
         """The candidate's timed loop: (ms per trial, whether the events agree with the
         harness's clock over the trials before the first checked one). When they do not, every
         trial counts at least the wall-clock time per trial."""
-        rid = self.proc._next
-        self.proc._next += 1
         t0 = now()
-        self.proc.send({"id": rid, "op": "time", "trials": self.p["perf_trials"],
-                        "checked": checked, "out": out_spec}, out_fds)
+        rid = self.proc.start("time", out_fds, trials=self.p["perf_trials"], checked=checked,
+                              out=out_spec)
         segment_end = None
         bufs = self.out_bufs[0]
         while True:
-            ans = self.proc._receive("timing")
-            if ans.get("id") != rid:
-                self.proc.flags.add("protocol_violation")
-                raise CandidateGone("protocol", "the candidate's process answered out of turn")
+            ans = self.proc.next_message(rid, "timing")
             if "check_begins" in ans:
                 if segment_end is None:
                     segment_end = (now(), int(ans["check_begins"]))
@@ -639,11 +625,7 @@ class Evaluation:
                 self._sync()
                 self.proc.send({"id": rid, "go": True})
                 continue
-            if "error" in ans:
-                self.proc.flags.update(str(f) for f in ans.get("flags", [])[:32])
-                raise CandidateError("runtime" if ans["error"] != "compile" else "compile",
-                                     truncate(str(ans.get("excerpt", ""))))
-            self.proc.flags.update(str(f) for f in ans.get("flags", [])[:32])
+            self.proc.finish(ans)
             break
         all_times = [float(x) for x in ans.get("times", [])][:total]
         if len(all_times) != total or not all(math.isfinite(x) and x >= 0 for x in all_times):

@@ -13,23 +13,20 @@ Commands (harness -> runner, each answered once with the same id; see harness.py
   hello, calibrate, load, inputs, run, timing_setup, warmup, time, refill, profile, build, exit.
 Any exception of the candidate's becomes {"id", "error": "compile"|"runtime", "excerpt"}."""
 
-import builtins
 import importlib
 import os
-import random
-import sys
 import time
 import traceback
-import types
 
 import torch
 
 from . import cudart
 from .channel import ChannelClosed
-from .common import (CandidateError, DISCARD_FIRST, L2_FLUSH_MIN_BYTES, format_exception,
-                     truncate)
+from .common import CandidateError, DISCARD_FIRST, format_exception, truncate
 from .guards import FlagState, NamespaceGuard
-from .shared_tensors import SharedView, decode_value, dtype_name, dtype_of
+from .modules import exec_module, seed_everything
+from .shared_tensors import SharedView, clone_args, decode_value, dtype_name, dtype_of
+from .timing import flush_buffer, timed_loop
 
 # captured before any candidate code runs: a candidate that replaces these module attributes
 # does not change what the timing loop calls (the harness's wall clock checks the rest)
@@ -107,15 +104,7 @@ class Runner:
     # -- helpers -------------------------------------------------------------------------------
 
     def _seed(self, s):
-        torch.manual_seed(s)
-        if self.cuda:
-            torch.cuda.manual_seed(s)
-        random.seed(s)
-        try:
-            import numpy
-            numpy.random.seed(s % (2 ** 32))
-        except Exception:  # noqa: BLE001
-            pass
+        seed_everything(s, self.cuda)
 
     def _after_candidate_code(self):
         """Undoes replaced torch functions (flag: monkeypatch) and notes changed global numeric
@@ -162,15 +151,8 @@ class Runner:
         return out
 
     def _load_module(self, source, path, name):
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(source)
         self.files.append(path)
-        mod = types.ModuleType(name)
-        mod.__file__ = path
-        mod.__builtins__ = builtins
-        sys.modules[name] = mod  # dataclasses, pickling and triton look modules up here
-        exec(compile(source, path, "exec", dont_inherit=True), mod.__dict__)
-        return mod
+        return exec_module(source, path, name)
 
     def _args(self, spec, fds):
         """{"shared": descriptor} for tensors, {"value": encoded} for plain values; null for an
@@ -185,9 +167,7 @@ class Runner:
                 out.append(None)
         return out
 
-    @staticmethod
-    def _clone(args):
-        return [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    _clone = staticmethod(clone_args)
 
     @staticmethod
     def _storage_ptr(t):
@@ -216,8 +196,7 @@ class Runner:
             elif isinstance(leaf, (bool, int, float, str)) or leaf is None:
                 meta.append({"type": type(leaf).__name__, "value": leaf})
             else:
-                if not isinstance(leaf, (bool, int, float, str)):
-                    self.flags.add("non_tensor_output")
+                self.flags.add("non_tensor_output")
                 meta.append({"type": type(leaf).__name__})
         if len(leaves) == len(out_bufs):
             for leaf, buf in zip(leaves, out_bufs):
@@ -349,8 +328,7 @@ class Runner:
 
     def _timing_buffers(self):
         if self.cuda and self.flush is None:
-            nbytes = max(L2_FLUSH_MIN_BYTES, 2 * self.l2_bytes)
-            self.flush = torch.empty(nbytes // 8, dtype=torch.int64, device=self.device)
+            self.flush = flush_buffer(self.device, self.l2_bytes)
 
     def op_timing_setup(self, msg, fds):
         self.cand_sets = [self._clone(s) for s in self.pristine]
@@ -367,35 +345,8 @@ class Runner:
         return {"ok": True}
 
     def _timed_loop(self, call, arg_sets, trials, on_checked):
-        """KernelBench's cuda_event timing: per trial a synchronize, persisting L2 lines reset,
-        an L2 flush, start event, the call, a device-wide synchronize, end event. CPU: the
-        perf_counter around the call. ms of every trial, the first (which the harness
-        discards) included."""
-        k = len(arg_sets)
-        times = []
-        for t in range(trials + DISCARD_FIRST):
-            args = arg_sets[t % k]
-            if self.cuda:
-                _synchronize()
-                cudart.reset_persisting_l2()
-                start = _Event(enable_timing=True)
-                end = _Event(enable_timing=True)
-                self.flush.fill_(t)  # thrash L2: cold-cache performance
-                start.record()
-                out = call(args)
-                _synchronize()  # every stream of the device
-                end.record()
-                end.synchronize()
-                ms = start.elapsed_time(end)
-            else:
-                t0 = _perf_counter()
-                out = call(args)
-                ms = (_perf_counter() - t0) * 1000.0
-            times.append(ms)
-            if on_checked is not None:
-                on_checked(t, t % k, out)
-            del out
-        return times
+        return timed_loop(call, arg_sets, trials, self.flush if self.cuda else None, on_checked,
+                          event=_Event, synchronize=_synchronize, perf_counter=_perf_counter)
 
     def op_time(self, msg, fds):
         out_bufs = self._args(msg["out"], fds)

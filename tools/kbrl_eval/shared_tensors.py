@@ -112,6 +112,11 @@ class SharedArena:
         self._fds = []
 
 
+def clone_args(args):
+    """An argument list with every tensor cloned."""
+    return [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+
+
 def encode_value(v):
     """A plain Python value (number, string, None, tuples/lists/dicts of them) as JSON that
     decode_value gives back with the same types; None when it is not plain."""

@@ -1,7 +1,8 @@
-"""The reference's timed loop, in the trusted process: the same method as the candidate's loop
-in runner.py (KernelBench's cuda_event timing with a device-wide synchronize before the end
-event, an L2 flush and persisting-L2 lines reset before every trial, input sets rotated, the
-first trial discarded; perf_counter around the call on the CPU)."""
+"""The timed loop, one for both sides: the reference's in the trusted process (time_calls) and
+the candidate's in its own process (runner.py calls timed_loop). KernelBench's cuda_event
+method with a device-wide synchronize before the end event, an L2 flush and persisting-L2 lines
+reset before every trial, input sets rotated, the first trial discarded; perf_counter around the
+call on the CPU."""
 
 import time
 
@@ -11,41 +12,57 @@ from . import cudart
 from .common import DISCARD_FIRST, L2_FLUSH_MIN_BYTES
 
 
-def time_calls(worker, model, arg_sets, warmup, trials):
-    """ms per trial, the discarded first ones left out. Runs under torch.no_grad()."""
+def flush_buffer(device, l2_bytes):
+    """What each trial overwrites to thrash L2: max(256 MiB, 2 x L2)."""
+    nbytes = max(L2_FLUSH_MIN_BYTES, 2 * l2_bytes)
+    return torch.empty(nbytes // 8, dtype=torch.int64, device=device)
+
+
+def timed_loop(call, arg_sets, trials, flush, on_trial=None, event=None, synchronize=None,
+               perf_counter=time.perf_counter):
+    """ms of every trial, the DISCARD_FIRST first included. flush is None on the CPU. on_trial
+    (trial, set index, output) runs after each trial's timing. The candidate's process passes
+    the event class and synchronize it captured before any candidate code ran."""
+    event = event or torch.cuda.Event
+    synchronize = synchronize or torch.cuda.synchronize
     k = len(arg_sets)
-    cuda = worker.cuda
-    flush = None
     times = []
+    for t in range(trials + DISCARD_FIRST):
+        args = arg_sets[t % k]
+        if flush is not None:
+            synchronize()
+            cudart.reset_persisting_l2()
+            start = event(enable_timing=True)
+            end = event(enable_timing=True)
+            flush.fill_(t)  # thrash L2: cold-cache performance
+            start.record()
+            out = call(args)
+            synchronize()  # every stream of the device
+            end.record()
+            end.synchronize()
+            ms = start.elapsed_time(end)
+        else:
+            t0 = perf_counter()
+            out = call(args)
+            ms = (perf_counter() - t0) * 1000.0
+        times.append(ms)
+        if on_trial is not None:
+            on_trial(t, t % k, out)
+        del out
+    return times
+
+
+def time_calls(worker, model, arg_sets, warmup, trials):
+    """The reference's timing: warm-up calls, then the timed loop; ms per trial without the
+    discarded first ones. Runs under torch.no_grad()."""
     with torch.no_grad():
         for i in range(warmup):
-            model(*arg_sets[i % k])
-            if cuda:
+            model(*arg_sets[i % len(arg_sets)])
+            if worker.cuda:
                 torch.cuda.synchronize()
-        if cuda:
+        flush = None
+        if worker.cuda:
             torch.cuda.empty_cache()
-            nbytes = max(L2_FLUSH_MIN_BYTES, 2 * worker.l2_bytes)
-            flush = torch.empty(nbytes // 8, dtype=torch.int64, device=worker.device)
-        for t in range(trials + DISCARD_FIRST):
-            args = arg_sets[t % k]
-            if cuda:
-                torch.cuda.synchronize()
-                cudart.reset_persisting_l2()
-                start = torch.cuda.Event(enable_timing=True)
-                end = torch.cuda.Event(enable_timing=True)
-                flush.fill_(t)
-                start.record()
-                out = model(*args)
-                torch.cuda.synchronize()
-                end.record()
-                end.synchronize()
-                ms = start.elapsed_time(end)
-            else:
-                t0 = time.perf_counter()
-                out = model(*args)
-                ms = (time.perf_counter() - t0) * 1000.0
-            if t >= DISCARD_FIRST:
-                times.append(ms)
-            del out
-    del flush
-    return times
+            flush = flush_buffer(worker.device, worker.l2_bytes)
+        times = timed_loop(lambda args: model(*args), arg_sets, trials, flush)
+    return times[DISCARD_FIRST:]

@@ -7,17 +7,14 @@ The process is also made non-dumpable, so that a candidate process of the same u
 its memory or its file descriptors through /proc or ptrace."""
 
 import argparse
-import builtins
 import gc
 import json
 import linecache
 import os
-import random
 import shutil
 import signal
 import sys
 import traceback
-import types
 
 from .common import BudgetExceeded, now, rss_mb, sanitize, truncate, zero_stats
 
@@ -68,29 +65,15 @@ class Worker:
     # -- what evaluations use --------------------------------------------------------------------
 
     def seed(self, s):
-        torch.manual_seed(s)
-        if self.cuda:
-            torch.cuda.manual_seed(s)
-        random.seed(s)
-        try:
-            import numpy
-            numpy.random.seed(s % (2 ** 32))
-        except Exception:  # noqa: BLE001
-            pass
+        from .modules import seed_everything
+        seed_everything(s, self.cuda)
 
     def load_module(self, source, folder, kind, number, files):
+        from .modules import exec_module
         os.makedirs(folder, exist_ok=True)
         path = os.path.join(folder, kind + ".py")
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(source)
         files.append(path)
-        name = "kbrl_%s_%d_%d" % (kind, os.getpid(), number)
-        mod = types.ModuleType(name)
-        mod.__file__ = path
-        mod.__builtins__ = builtins
-        sys.modules[name] = mod
-        exec(compile(source, path, "exec", dont_inherit=True), mod.__dict__)
-        return mod
+        return exec_module(source, path, "kbrl_%s_%d_%d" % (kind, os.getpid(), number))
 
     def after_evaluation(self, folder, files):
         for name in [n for n in sys.modules if n.startswith("kbrl_reference_")]:

@@ -232,6 +232,8 @@ struct eval_result {
   /// older one) gets `correct`; a static-check refusal is false.
   bool kernelbench_correct = false;
   int32_t kernelbench_trials_passed = 0;
+  /// The strict verdict, whichever verdict `correct` follows (so both can be shown).
+  bool strict_correct = false;
   /// Share of the candidate's GPU kernel time spent in its own kernels (0..1), measured in one
   /// profiled call; -1 when not measured (CPU, backend torch, profiling off or unavailable).
   double time_coverage = -1;
@@ -253,8 +255,8 @@ typename Inspector::result_type inspect(Inspector& f, eval_result& x) {
            x.reference_runtime, x.compiled_reference_runtime, x.speedup, x.hack_flags, x.device,
            x.evaluator, x.compile_seconds, x.build_seconds, x.correctness_seconds,
            x.timing_seconds, x.reference_seconds, x.total_seconds, x.kernelbench_correct,
-           x.kernelbench_trials_passed, x.time_coverage, x.kernels, x.timing_input_sets,
-           x.timing_note, x.isolation, x.timing_events_ms, x.timing_wall_ms,
+           x.kernelbench_trials_passed, x.strict_correct, x.time_coverage, x.kernels,
+           x.timing_input_sets, x.timing_note, x.isolation, x.timing_events_ms, x.timing_wall_ms,
            x.timing_overhead_ms);
 }
 

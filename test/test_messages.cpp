@@ -82,6 +82,7 @@ kbrl::eval_result sample_eval_result() {
   r.total_seconds = 40.25;
   r.kernelbench_correct = true;
   r.kernelbench_trials_passed = 5;
+  r.strict_correct = false;
   r.time_coverage = 0.625;
   r.kernels = {{"relu_kernel(float*, int)", 0.12, true}, {"at::native::copy", 0.05, false}};
   r.timing_input_sets = 2;

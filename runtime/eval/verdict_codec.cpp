@@ -109,7 +109,10 @@ void read_verdict_fields(element obj, eval_result& r) {
   read(obj, "correctness_seconds", r.correctness_seconds);
   read(obj, "timing_seconds", r.timing_seconds);
   read(obj, "reference_seconds", r.reference_seconds);
-  // Issue 16: the KernelBench verdict beside the strict one, and what the timing rests on.
+  // Issue 16: the KernelBench verdict beside the strict one, and what the timing rests on. The
+  // worker's `correct` is the strict verdict; verdict_json() writes strict_correct apart.
+  if (!read(obj, "strict_correct", r.strict_correct))
+    r.strict_correct = r.correct;
   if (!read(obj, "kernelbench_correct", r.kernelbench_correct))
     r.kernelbench_correct = r.correct;
   if (!read(obj, "kernelbench_trials_passed", r.kernelbench_trials_passed))

@@ -6,6 +6,8 @@
 //                        timings, the speedup, the device, eval.correctness)
 //   evalcli::turn_log    a logged turn's verdict_json() text, read back for the next prompt
 //
+// The worker's `correct` is its strict verdict; strict_correct (written by verdict_json() only)
+// keeps it when eval.correctness = "kernelbench" put KernelBench's verdict into `correct`.
 // Senders older than issue 16 lack the KernelBench verdict: such a verdict gets
 // kernelbench_correct = correct, kernelbench_trials_passed = trials_passed and, per trial,
 // kernelbench_passed = passed (their `correct` was KernelBench's allclose check).
@@ -23,14 +25,14 @@ namespace kbrl::eval {
 std::optional<eval_error> eval_error_named(std::string_view name);
 
 /// Reads the verdict fields present in `obj` into `r`; a field that is absent (or of another
-/// type) leaves r's value, except for the KernelBench fallbacks above. Read: compiled, correct,
+/// type) leaves r's value, except for the fallbacks above. Read: compiled, correct,
 /// trials_passed, trials_total, error_excerpt (unbounded), trials, kernel_runtime,
 /// reference_runtime, compiled_reference_runtime, speedup, hack_flags, the stage seconds
-/// (compile, correctness, timing, reference), kernelbench_correct, kernelbench_trials_passed,
-/// time_coverage, kernels, timing_input_sets, timing_note, isolation and timing_check
-/// ({"events_ms", "wall_ms", "overhead_ms"}). Not read, because the two sources mean different
-/// things by them or only one has them: error (its category name; see eval_error_named()), id,
-/// device, evaluator, build_seconds, total_seconds.
+/// (compile, correctness, timing, reference), strict_correct, kernelbench_correct,
+/// kernelbench_trials_passed, time_coverage, kernels, timing_input_sets, timing_note,
+/// isolation and timing_check ({"events_ms", "wall_ms", "overhead_ms"}). Not read, because the
+/// two sources mean different things by them or only one has them: error (its category name;
+/// see eval_error_named()), id, device, evaluator, build_seconds, total_seconds.
 void read_verdict_fields(simdjson::dom::element obj, eval_result& r);
 
 /// The fields read_verdict_fields() does not read but verdict_json() writes: device, evaluator,

@@ -74,6 +74,7 @@ void write_info(json_writer& w, const run_info& info) {
   w.key("timing");
   write_timing(w, info.timing);
   w.field("reference", info.reference);
+  w.field("correctness", info.correctness);
   w.field("sampling", clean(info.sampling))
     .field("prompt", clean(info.prompt))
     .field("evaluator", clean(info.evaluator))
@@ -342,6 +343,8 @@ run_signature signature_of(const run_info& info) {
   };
   if (info.reference != "eager")
     sig.emplace_back("reference", info.reference);
+  if (info.correctness != "strict")
+    sig.emplace_back("correctness", info.correctness);
   return sig;
 }
 

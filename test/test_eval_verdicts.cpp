@@ -7,6 +7,7 @@
 #include "runtime/eval/verdict_codec.hpp"
 #include "runtime/eval/verdict_format.hpp"
 #include "runtime/evalcli/turn_log.hpp"
+#include "test_support.hpp"
 
 #include <boost/test/unit_test.hpp>
 
@@ -60,7 +61,7 @@ BOOST_AUTO_TEST_SUITE(eval_verdicts)
 
 BOOST_AUTO_TEST_CASE(an_answer_with_the_new_fields_is_read_whole) {
   auto a = parse_evaluate_answer(new_answer, options(), /*trials_asked=*/5);
-  BOOST_REQUIRE_MESSAGE(a, describe(a.error()));
+  BOOST_REQUIRE_MESSAGE(a, test::why(a));
   auto& v = a->verdict;
   BOOST_CHECK(v.compiled);
   BOOST_CHECK(!v.correct); // strict, the default
@@ -97,7 +98,7 @@ BOOST_AUTO_TEST_CASE(an_answer_with_the_new_fields_is_read_whole) {
 
 BOOST_AUTO_TEST_CASE(an_older_worker_gets_its_correct_as_kernelbench_verdict) {
   auto a = parse_evaluate_answer(old_answer, options(), 3);
-  BOOST_REQUIRE_MESSAGE(a, describe(a.error()));
+  BOOST_REQUIRE_MESSAGE(a, test::why(a));
   auto& v = a->verdict;
   BOOST_CHECK(v.correct && v.strict_correct && v.kernelbench_correct);
   BOOST_CHECK_EQUAL(v.kernelbench_trials_passed, 3);
@@ -139,7 +140,7 @@ BOOST_AUTO_TEST_CASE(unreadable_answers_and_unknown_categories) {
 
 BOOST_AUTO_TEST_CASE(correctness_kernelbench_puts_its_verdict_into_correct) {
   auto a = parse_evaluate_answer(new_answer, options("kernelbench"), 3);
-  BOOST_REQUIRE_MESSAGE(a, describe(a.error()));
+  BOOST_REQUIRE_MESSAGE(a, test::why(a));
   auto& v = a->verdict;
   BOOST_CHECK(v.correct);
   BOOST_CHECK(!v.strict_correct); // kept for display
@@ -172,7 +173,7 @@ BOOST_AUTO_TEST_CASE(verdict_json_reads_back_through_the_same_codec) {
   v.speedup = 2.0;
   v.total_seconds = 7.5;
   auto back = evalcli::parse_verdict(verdict_json(v), "test");
-  BOOST_REQUIRE_MESSAGE(back, describe(back.error()));
+  BOOST_REQUIRE_MESSAGE(back, test::why(back));
   auto& b = *back;
   BOOST_CHECK(!b.correct && !b.strict_correct && b.kernelbench_correct);
   BOOST_CHECK_EQUAL(b.kernelbench_trials_passed, 3);
@@ -198,7 +199,7 @@ BOOST_AUTO_TEST_CASE(verdict_json_reads_back_through_the_same_codec) {
     R"({"id": 1, "compiled": true, "correct": true, "trials_passed": 5, "trials_total": 5,
         "error": "none", "error_excerpt": "", "trials": [], "speedup": 1.5, "hack_flags": []})",
     "old");
-  BOOST_REQUIRE_MESSAGE(old, describe(old.error()));
+  BOOST_REQUIRE_MESSAGE(old, test::why(old));
   BOOST_CHECK(old->kernelbench_correct && old->strict_correct);
   BOOST_CHECK_EQUAL(old->time_coverage, -1.0);
   BOOST_CHECK(!evalcli::parse_verdict(R"({"error": "gremlins"})", "bad"));

@@ -28,7 +28,8 @@ caf::expected<eval_result> verdict_of(element v, const std::string& where) {
   if (!v.is_object())
     return make_error(errc::invalid_argument, where + ": \"verdict\": expected an object");
   std::string_view error;
-  (void)v["error"].get(error);
+  if (v["error"].get(error))
+    error = {}; // missing or not a string: no category
   auto category = eval::eval_error_named(error);
   if (!category)
     return make_error(errc::invalid_argument, where + ": verdict \"error\": \""

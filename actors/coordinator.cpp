@@ -103,6 +103,8 @@ std::string trace_line(const trajectory& t, uint64_t step, bool eval) {
       .field("completion", u.completion_text)
       .field("compiled", u.verdict.compiled)
       .field("correct", u.verdict.correct)
+      .field("kernelbench_correct", u.verdict.kernelbench_correct)
+      .field("time_coverage", u.verdict.time_coverage)
       .field("error", to_string(u.verdict.error))
       .field("error_excerpt", u.verdict.error_excerpt)
       .field("speedup", u.verdict.speedup)

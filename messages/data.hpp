@@ -169,24 +169,44 @@ typename Inspector::result_type inspect(Inspector& f, runtime_stats& x) {
 
 /// One correctness trial.
 struct trial_result {
-  bool passed = false;
+  bool passed = false;             ///< the strict check passed (CONTRACT-16: `passed`)
   double max_abs_diff = 0;
   double mean_abs_diff = 0;
   std::string note;                ///< e.g. "shape mismatch: [4, 8] vs [8, 4]"
+  /// KernelBench's check passed: torch.allclose(ref, out, atol, rtol) and equal shapes. A worker
+  /// that does not answer it (an older one) gets `passed`.
+  bool kernelbench_passed = false;
+  double max_rel_diff = 0;         ///< max |got - ref| / max |ref|
+  double norm_rel_diff = 0;        ///< norm(got - ref) / norm(ref)
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, trial_result& x) {
   return f(caf::meta::type_name("trial_result"), x.passed, x.max_abs_diff, x.mean_abs_diff,
-           x.note);
+           x.note, x.kernelbench_passed, x.max_rel_diff, x.norm_rel_diff);
+}
+
+/// One GPU kernel of the candidate's profiled call (the worker answers up to 8, longest first).
+struct kernel_time {
+  std::string name;                ///< the kernel's (possibly demangled) name
+  double ms = 0;                   ///< its GPU time in the profiled call
+  bool own = false;                ///< the candidate's own kernel (not torch's, cuBLAS', ...)
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, kernel_time& x) {
+  return f(caf::meta::type_name("kernel_time"), x.name, x.ms, x.own);
 }
 
 /// The evaluator's verdict: a pure function of (candidate, problem, timing, device).
 struct eval_result {
   uint64_t id = 0;
   bool compiled = false;
+  /// The verdict the reward and the metrics use: the strict one (every trial within the strict
+  /// tolerances, every runtime check passed), or KernelBench's with eval.correctness =
+  /// "kernelbench" (then equal to kernelbench_correct).
   bool correct = false;
-  int32_t trials_passed = 0;
+  int32_t trials_passed = 0;       ///< trials that passed the check `correct` follows
   int32_t trials_total = 0;
   eval_error error = eval_error::none;
   std::string error_excerpt;       ///< cleaned, bounded excerpt of the error output
@@ -194,7 +214,9 @@ struct eval_result {
   runtime_stats kernel_runtime;
   runtime_stats reference_runtime;
   runtime_stats compiled_reference_runtime; ///< torch.compile reference, when asked for
-  double speedup = 0;              ///< reference mean / kernel mean; 0 when not timed
+  /// Reference mean / kernel mean when the candidate was timed and `correct` or
+  /// `kernelbench_correct`; 0 otherwise.
+  double speedup = 0;
   std::vector<std::string> hack_flags; ///< static-check or runtime findings, e.g. "try_except"
   std::string device;              ///< e.g. "NVIDIA H200 (gpu 0)"
   std::string evaluator;           ///< name of the evaluator actor that ran it
@@ -204,6 +226,26 @@ struct eval_result {
   double timing_seconds = 0;       ///< the candidate's timed trials and their checks
   double reference_seconds = 0;    ///< running and timing the reference (0 when its timing was cached)
   double total_seconds = 0;        ///< on the evaluator, from request to verdict
+  /// KernelBench's own verdict: every correctness trial passed torch.allclose with the
+  /// request's atol/rtol and equal shapes, nothing else checked. `correct` is the strict verdict
+  /// (or this one with eval.correctness = "kernelbench"). A worker that does not answer it (an
+  /// older one) gets `correct`; a static-check refusal is false.
+  bool kernelbench_correct = false;
+  int32_t kernelbench_trials_passed = 0;
+  /// The strict verdict, whichever verdict `correct` follows (so both can be shown).
+  bool strict_correct = false;
+  /// Share of the candidate's GPU kernel time spent in its own kernels (0..1), measured in one
+  /// profiled call; -1 when not measured (CPU, backend torch, profiling off or unavailable).
+  double time_coverage = -1;
+  std::vector<kernel_time> kernels; ///< the profiled call's kernels (at most 8; empty: none)
+  int32_t timing_input_sets = 0;   ///< input sets the timed calls rotated over (0: not timed)
+  std::string timing_note;         ///< e.g. why fewer input sets than asked were used
+  std::string isolation;           ///< how the candidate ran: "process" (own process), "" unknown
+  /// The timing check of the timed loop: the per-trial event times' total, the host's wall
+  /// clock over the same loop and the loop's calibrated overhead, in ms; all 0 when not answered.
+  double timing_events_ms = 0;
+  double timing_wall_ms = 0;
+  double timing_overhead_ms = 0;
 };
 
 template <class Inspector>
@@ -212,7 +254,10 @@ typename Inspector::result_type inspect(Inspector& f, eval_result& x) {
            x.trials_total, x.error, x.error_excerpt, x.trials, x.kernel_runtime,
            x.reference_runtime, x.compiled_reference_runtime, x.speedup, x.hack_flags, x.device,
            x.evaluator, x.compile_seconds, x.build_seconds, x.correctness_seconds,
-           x.timing_seconds, x.reference_seconds, x.total_seconds);
+           x.timing_seconds, x.reference_seconds, x.total_seconds, x.kernelbench_correct,
+           x.kernelbench_trials_passed, x.strict_correct, x.time_coverage, x.kernels,
+           x.timing_input_sets, x.timing_note, x.isolation, x.timing_events_ms, x.timing_wall_ms,
+           x.timing_overhead_ms);
 }
 
 // -- episodes -------------------------------------------------------------------------------------

@@ -100,6 +100,35 @@ BOOST_AUTO_TEST_CASE(rewards_follow_the_weights_and_hacks_earn_nothing) {
   BOOST_CHECK(!reward_preset("nonsense"));
 }
 
+BOOST_AUTO_TEST_CASE(low_time_coverage_earns_nothing_unless_kept) {
+  auto good = parse_answer("<think>x</think><KERNEL>" + program + "</KERNEL>");
+  auto w = *reward_preset("kevin");
+  BOOST_CHECK(w.low_coverage == low_coverage_policy::zero); // the default
+  for (const char* flag : {"own_kernels_idle", "low_time_coverage"}) {
+    BOOST_TEST_CONTEXT(flag) {
+      auto v = verdict(true, 5, 2.0);
+      v.hack_flags = {"leftover_processes", flag};
+      BOOST_CHECK(low_time_coverage(v));
+      auto zeroed = score_turn(good, &v, 100, w);
+      BOOST_CHECK(zeroed.hack);
+      BOOST_CHECK_EQUAL(zeroed.total, 0.0);
+      BOOST_CHECK_EQUAL(zeroed.correct, 0.0);
+      auto kept_w = w;
+      kept_w.low_coverage = low_coverage_policy::keep;
+      auto kept = score_turn(good, &v, 100, kept_w);
+      BOOST_CHECK(!kept.hack);
+      BOOST_CHECK_CLOSE(kept.total, 0.3 + 2.0, 1e-9); // as without the flag
+    }
+  }
+  // Other runtime flags do not zero the reward.
+  auto flagged = verdict(true, 5, 2.0);
+  flagged.hack_flags = {"timing_inconsistent", "leftover_processes"};
+  BOOST_CHECK(!low_time_coverage(flagged));
+  auto r = score_turn(good, &flagged, 100, w);
+  BOOST_CHECK(!r.hack);
+  BOOST_CHECK_CLOSE(r.total, 0.3 + 2.0, 1e-9);
+}
+
 BOOST_AUTO_TEST_CASE(returns_discount_later_turns) {
   auto sum = turn_returns({0.0, 0.0, 1.0}, 0.4, return_aggregation::sum);
   BOOST_CHECK_CLOSE(sum[2], 1.0, 1e-9);

@@ -227,6 +227,51 @@ BOOST_AUTO_TEST_CASE(speedups_against_torch_compile_when_timed) {
   BOOST_CHECK_CLOSE(scalar(m, "eval/vs_compile/geomean_speedup"), 1.2, 1e-9);
 }
 
+BOOST_AUTO_TEST_CASE(kernelbench_verdict_is_reported_beside_the_strict_one) {
+  // X: sample 0 only KernelBench-correct (1.2x), sample 1 correct by both (2.5x).
+  // Y: sample 0 correct by neither, sample 1 only KernelBench-correct (0.9x).
+  auto kb = [](sample_record r) {
+    r.kernelbench_correct = true;
+    return r;
+  };
+  auto x0 = kb(rec("level1/X", 1, 0, false, 1.2, "mismatch"));
+  auto m = compute_metrics({x0, kb(rec("level1/X", 1, 1, true, 2.5)),
+                            rec("level1/Y", 1, 0, false, 0, "mismatch"),
+                            kb(rec("level1/Y", 1, 1, false, 0.9, "mismatch"))});
+  auto& g = m.overall;
+  // The strict verdict (`correct`), as before.
+  BOOST_CHECK_EQUAL(g.correct, 1u);
+  BOOST_CHECK_CLOSE(g.correct_rate, 0.25, tol);
+  BOOST_REQUIRE_EQUAL(g.pass_at_k.size(), 2u);
+  BOOST_CHECK_CLOSE(g.pass_at_k[0], 0.25, tol); // (1/2 + 0) / 2
+  BOOST_CHECK_CLOSE(g.pass_at_k[1], 0.5, tol);
+  BOOST_CHECK_EQUAL(g.fast_p[3], 0.0); // p = 1: neither first sample is strictly correct
+  // KernelBench's.
+  BOOST_CHECK_EQUAL(g.kernelbench_correct, 3u);
+  BOOST_CHECK_CLOSE(g.kernelbench_correct_rate, 0.75, tol);
+  BOOST_REQUIRE_EQUAL(g.kernelbench_pass_at_k.size(), 2u);
+  BOOST_CHECK_CLOSE(g.kernelbench_pass_at_k[0], 0.75, tol); // (2/2 + 1/2) / 2
+  BOOST_CHECK_CLOSE(g.kernelbench_pass_at_k[1], 1.0, tol);
+  BOOST_REQUIRE_EQUAL(g.kernelbench_fast_p.size(), 6u);
+  BOOST_CHECK_CLOSE(g.kernelbench_fast_p[0], 0.5, tol); // p = 0: X's first sample
+  BOOST_CHECK_CLOSE(g.kernelbench_fast_p[3], 0.5, tol); // p = 1: 1.2x
+  BOOST_CHECK_EQUAL(g.kernelbench_fast_p[4], 0.0);      // p = 1.5
+  BOOST_CHECK_CLOSE(scalar(m, "eval/kernelbench_correct_rate"), 0.75, tol);
+  BOOST_CHECK_CLOSE(scalar(m, "eval/kernelbench_pass@2"), 1.0, tol);
+  BOOST_CHECK_CLOSE(scalar(m, "eval/kernelbench_fast_1.0"), 0.5, tol);
+  BOOST_CHECK_CLOSE(scalar(m, "eval/level1/kernelbench_correct_rate"), 0.75, tol);
+  BOOST_CHECK_CLOSE(scalar(m, "eval/correct_rate"), 0.25, tol);
+
+  // Several turns: each verdict picks the sample's best turn by itself.
+  auto t1 = rec("p", 1, 0, false, 0, "mismatch", 1);
+  auto turns = compute_metrics({kb(rec("p", 1, 0, false, 1.1, "mismatch", 0)), t1});
+  BOOST_CHECK_EQUAL(turns.overall.correct_rate, 0.0);
+  BOOST_CHECK_EQUAL(turns.overall.kernelbench_correct_rate, 1.0); // turn 0 by KernelBench
+  BOOST_CHECK_EQUAL(turns.overall.kernelbench_fast_p[3], 1.0);    // its 1.1x
+  BOOST_CHECK_EQUAL(turns.turns.size(), 2u);
+  BOOST_CHECK_EQUAL(turns.turns[1].kernelbench_correct_rate, 1.0);
+}
+
 BOOST_AUTO_TEST_CASE(scalars_carry_every_metric_by_name) {
   auto m = compute_metrics(fixture());
   BOOST_CHECK_CLOSE(scalar(m, "eval/correct_rate"), 0.5, tol);

@@ -5,6 +5,7 @@
 // there).
 
 #include "cluster_fixture.hpp"
+#include "runtime/io/json_writer.hpp"
 #include "runtime/report/eval_metrics.hpp"
 #include "runtime/report/generations_dir.hpp"
 #include "runtime/report/html_report.hpp"
@@ -182,6 +183,30 @@ BOOST_AUTO_TEST_CASE(problem_files_round_trip_every_field) {
   BOOST_CHECK_EQUAL(b.finish, "stop_token");
   BOOST_CHECK_EQUAL(b.evaluator_seconds, 3.25);
   BOOST_CHECK_EQUAL(b.trials_passed, 5);
+  BOOST_CHECK(b.kernelbench_correct == r.kernelbench_correct);
+  BOOST_CHECK_EQUAL(b.time_coverage, r.time_coverage);
+  // Records written before issue 16 have neither verdict field: their `correct` was
+  // KernelBench's check, their time coverage not measured.
+  json_writer w;
+  auto strict_wrong = r;
+  strict_wrong.correct = false;
+  strict_wrong.kernelbench_correct = true;
+  strict_wrong.time_coverage = 0.25;
+  write_record(w, strict_wrong);
+  auto both = parse_record(w.str(), "new");
+  BOOST_REQUIRE_MESSAGE(both, test::why(both));
+  BOOST_CHECK(!both->correct && both->kernelbench_correct);
+  BOOST_CHECK_EQUAL(both->time_coverage, 0.25);
+  auto old_text = w.str();
+  for (std::string key : {"\"kernelbench_correct\":true,", "\"time_coverage\":0.25,"}) {
+    auto at = old_text.find(key);
+    BOOST_REQUIRE_MESSAGE(at != std::string::npos, key << " not in " << old_text);
+    old_text.erase(at, key.size());
+  }
+  auto old = parse_record(old_text, "old");
+  BOOST_REQUIRE_MESSAGE(old, test::why(old));
+  BOOST_CHECK(!old->correct && !old->kernelbench_correct);
+  BOOST_CHECK_EQUAL(old->time_coverage, -1.0);
   // A damaged file names itself and the field.
   test::write_file(path, R"({"problem": "level1/1_A", "signature": {}, "samples": [{"problem": 3}]})");
   auto broken = read_problem_json(path);
@@ -217,6 +242,12 @@ BOOST_AUTO_TEST_CASE(results_json_holds_the_aggregate_and_every_sample) {
   simdjson::dom::array levels;
   BOOST_REQUIRE(!doc["aggregate"]["levels"].get(levels));
   BOOST_CHECK_EQUAL(levels.size(), 2u);
+  double kb_rate = -1, kb_pass1 = -1, kb_fast0 = -1;
+  BOOST_CHECK(!doc["aggregate"]["overall"]["kernelbench_correct_rate"].get(kb_rate));
+  BOOST_CHECK(!doc["aggregate"]["overall"]["kernelbench_pass_at_k"]["1"].get(kb_pass1));
+  BOOST_CHECK(!doc["aggregate"]["overall"]["kernelbench_fast_p"]["0.0"].get(kb_fast0));
+  BOOST_CHECK_CLOSE(kb_rate, m.overall.kernelbench_correct_rate, 1e-9);
+  BOOST_CHECK_CLOSE(kb_pass1, m.overall.kernelbench_pass_at_k.at(0), 1e-9);
   auto samples = read_results_samples(path);
   BOOST_REQUIRE_MESSAGE(samples, test::why(samples));
   BOOST_REQUIRE_EQUAL(samples->size(), records.size());
@@ -367,7 +398,8 @@ BOOST_AUTO_TEST_CASE(the_report_page_escapes_and_holds_every_part) {
   auto records = some_records();
   auto m = compute_metrics(records);
   auto html = render_html_report(some_info(), m, records);
-  for (auto id : {"table id=\"summary\"", "table id=\"best-of-n\"", "table id=\"problems\"",
+  for (auto id : {"table id=\"summary\"", "table id=\"kernelbench\"",
+                  "table id=\"best-of-n\"", "table id=\"problems\"",
                   "table id=\"errors\"", "table id=\"hack-flags\"", "table id=\"samples\"",
                   "svg id=\"speedup-histogram\"", "svg id=\"problem-chart\""})
     BOOST_CHECK_MESSAGE(html.find(id) != std::string::npos, "missing " << id);

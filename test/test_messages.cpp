@@ -71,7 +71,7 @@ kbrl::eval_result sample_eval_result() {
   r.trials_total = 5;
   r.error = kbrl::eval_error::mismatch;
   r.error_excerpt = "max abs diff 0.5";
-  r.trials = {{true, 0.0, 0.0, ""}, {false, 0.5, 0.01, "shape ok"}};
+  r.trials = {{true, 0.0, 0.0, "", true, 0.0, 0.0}, {false, 0.5, 0.01, "shape ok", true, 0.25, 0.125}};
   r.kernel_runtime = {1.5, 0.1, 1.4, 1.9, 100};
   r.reference_runtime = {3.0, 0.2, 2.8, 3.5, 100};
   r.speedup = 2.0;
@@ -80,6 +80,17 @@ kbrl::eval_result sample_eval_result() {
   r.evaluator = "gpu1/evaluator.0";
   r.compile_seconds = 31.5;
   r.total_seconds = 40.25;
+  r.kernelbench_correct = true;
+  r.kernelbench_trials_passed = 5;
+  r.strict_correct = false;
+  r.time_coverage = 0.625;
+  r.kernels = {{"relu_kernel(float*, int)", 0.12, true}, {"at::native::copy", 0.05, false}};
+  r.timing_input_sets = 2;
+  r.timing_note = "timed with 2 input set(s) instead of 3";
+  r.isolation = "process";
+  r.timing_events_ms = 150.5;
+  r.timing_wall_ms = 160.25;
+  r.timing_overhead_ms = 1.5;
   return r;
 }
 
@@ -146,7 +157,8 @@ BOOST_AUTO_TEST_CASE(evaluation_round_trip) {
   t.compare_torch_compile = true;
   check(t);
   check(kbrl::runtime_stats{1, 2, 3, 4, 5});
-  check(kbrl::trial_result{true, 1e-5, 1e-6, "ok"});
+  check(kbrl::trial_result{true, 1e-5, 1e-6, "ok", true, 1e-4, 1e-5});
+  check(kbrl::kernel_time{"relu_kernel", 0.5, true});
   kbrl::eval_request req{11, "class ModelNew: ...", sample_problem(), t, "trace"};
   check(req);
   BOOST_CHECK_EQUAL(round_trip(req).task.reference_source, sample_problem().reference_source);
@@ -156,6 +168,16 @@ BOOST_AUTO_TEST_CASE(evaluation_round_trip) {
   BOOST_CHECK(back.error == kbrl::eval_error::mismatch);
   BOOST_CHECK_EQUAL(back.total_seconds, 40.25);
   BOOST_CHECK_EQUAL(back.trials.size(), 2u);
+  BOOST_CHECK(back.kernelbench_correct);
+  BOOST_CHECK_EQUAL(back.kernelbench_trials_passed, 5);
+  BOOST_CHECK_EQUAL(back.time_coverage, 0.625);
+  BOOST_REQUIRE_EQUAL(back.kernels.size(), 2u);
+  BOOST_CHECK_EQUAL(back.kernels[0].name, "relu_kernel(float*, int)");
+  BOOST_CHECK(back.kernels[0].own && !back.kernels[1].own);
+  BOOST_CHECK_EQUAL(back.trials[1].norm_rel_diff, 0.125);
+  BOOST_CHECK_EQUAL(back.timing_note, r.timing_note);
+  BOOST_CHECK_EQUAL(back.isolation, "process");
+  BOOST_CHECK_EQUAL(back.timing_wall_ms, 160.25);
 }
 
 BOOST_AUTO_TEST_CASE(episode_policy_metric_round_trip) {

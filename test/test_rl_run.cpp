@@ -109,7 +109,8 @@ BOOST_AUTO_TEST_CASE(rl_keys_become_the_coordinator_settings) {
                "rl.mode=async", "rl.max_staleness=2", "rl.sampler_timeout_s=2.5",
                "rl.traces_max_mb=3", "run.seed=9", "problems.levels=[1, 2]",
                "problems.numbers=1-3,7", "problems.backend=torch", "problems.precision=bf16",
-               "reward.preset=kevin", "reward.length=0.5", "reward.speed_kind=linear"}),
+               "reward.preset=kevin", "reward.length=0.5", "reward.speed_kind=linear",
+               "reward.low_coverage=keep"}),
     "/runs/x", nullptr);
   BOOST_REQUIRE_MESSAGE(s, test::why(s));
   auto& c = s->coordinator;
@@ -134,6 +135,7 @@ BOOST_AUTO_TEST_CASE(rl_keys_become_the_coordinator_settings) {
   BOOST_CHECK_EQUAL(c.episodes.rewards.speed, 1.0);   // kevin's
   BOOST_CHECK_EQUAL(c.episodes.rewards.length, 0.5);  // overridden
   BOOST_CHECK(c.episodes.rewards.speed_kind == episode::speed_form::linear);
+  BOOST_CHECK(c.episodes.rewards.low_coverage == episode::low_coverage_policy::keep);
   BOOST_CHECK_EQUAL(s->mode, "async");
   BOOST_CHECK_EQUAL(s->max_staleness, 2u);
   BOOST_CHECK_EQUAL(s->eval_fraction, 0.25);

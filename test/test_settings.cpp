@@ -162,6 +162,48 @@ BOOST_AUTO_TEST_CASE(example_run_config_equals_the_defaults) {
                       "KBRL_REGENERATE_EXAMPLES=1 kbrl-tests --run_test=settings");
 }
 
+BOOST_AUTO_TEST_CASE(verdict_and_low_coverage_settings) {
+  // Issue 16: the strict and KernelBench verdicts, the time coverage and its reward policy.
+  const run_config config = run_config::defaults();
+  BOOST_CHECK_EQUAL(config.get_string("eval.correctness"), "strict");
+  BOOST_CHECK_EQUAL(config.get_real("eval.strict_rtol"), -1.0);
+  BOOST_CHECK_EQUAL(config.get_real("eval.strict_floor"), -1.0);
+  BOOST_CHECK_EQUAL(config.get_real("eval.strict_norm_tol"), -1.0);
+  BOOST_CHECK_EQUAL(config.get_real("eval.min_time_coverage"), 0.05);
+  BOOST_CHECK(config.get_bool("eval.profile_coverage"));
+  BOOST_CHECK_EQUAL(config.get_string("reward.low_coverage"), "zero");
+  auto parsed = run_config::parse("[eval]\ncorrectness = \"kernelbench\"\nstrict_rtol = 0.001\n"
+                                  "strict_floor = 0\nstrict_norm_tol = 1e-3\n"
+                                  "min_time_coverage = 0.5\nprofile_coverage = false\n"
+                                  "[reward]\nlow_coverage = \"keep\"\n",
+                                  "run.toml");
+  BOOST_REQUIRE_MESSAGE(parsed, why(parsed));
+  BOOST_CHECK_EQUAL(parsed->get_string("eval.correctness"), "kernelbench");
+  BOOST_CHECK_EQUAL(parsed->get_real("eval.strict_rtol"), 0.001);
+  BOOST_CHECK_EQUAL(parsed->get_real("eval.strict_floor"), 0.0);
+  BOOST_CHECK_EQUAL(parsed->get_real("eval.min_time_coverage"), 0.5);
+  BOOST_CHECK(!parsed->get_bool("eval.profile_coverage"));
+  BOOST_CHECK_EQUAL(parsed->get_string("reward.low_coverage"), "keep");
+  // Bad values name the key and what is allowed.
+  BOOST_CHECK_EQUAL(override_error("eval.correctness=allclose"),
+                    "override 'eval.correctness=allclose': eval.correctness: expected one of "
+                    "strict, kernelbench, got \"allclose\"");
+  BOOST_CHECK_EQUAL(override_error("reward.low_coverage=half"),
+                    "override 'reward.low_coverage=half': reward.low_coverage: expected one of "
+                    "zero, keep, got \"half\"");
+  for (auto bad : {"eval.strict_rtol=-2", "eval.strict_floor=-1.5", "eval.strict_norm_tol=-3",
+                   "eval.min_time_coverage=1.5", "eval.min_time_coverage=-0.1",
+                   "eval.profile_coverage=sometimes"}) {
+    std::string key = bad;
+    key = key.substr(0, key.find('='));
+    auto text = override_error(bad);
+    BOOST_CHECK_MESSAGE(text.find(": " + key + ": expected") != std::string::npos, text);
+  }
+  auto in_file = parse_error("[eval]\nmin_time_coverage = 2\n");
+  BOOST_CHECK_MESSAGE(in_file.find("run.toml:2: eval.min_time_coverage") != std::string::npos,
+                      in_file);
+}
+
 BOOST_AUTO_TEST_CASE(unknown_keys_suggest_the_closest_key) {
   BOOST_CHECK_EQUAL(parse_error(R"([log]
 levle = "debug"

@@ -60,4 +60,19 @@ BOOST_AUTO_TEST_CASE(the_step_scalars_follow_the_trajectories) {
   BOOST_CHECK_EQUAL(m.count("rate/hack"), 1u);
 }
 
+BOOST_AUTO_TEST_CASE(kernelbench_correct_and_low_coverage_have_their_own_rates) {
+  // `correct` (strict by default) stays the correct rate; KernelBench's verdict beside it.
+  auto only_kb = traj(1, 0, false);
+  only_kb.turns[0].verdict.kernelbench_correct = true;
+  auto both = traj(1, 1, true, 2.0);
+  both.turns[0].verdict.kernelbench_correct = true;
+  auto idle = traj(2, 0, true, 1.5);
+  idle.turns[0].verdict.kernelbench_correct = true;
+  idle.turns[0].verdict.hack_flags = {"own_kernels_idle"};
+  auto m = by_name(summarize_step({only_kb, both, idle, traj(2, 0, false)}, 3, "test"));
+  BOOST_CHECK_CLOSE(m["rate/correct"], 0.5, 1e-9);
+  BOOST_CHECK_CLOSE(m["rate/kernelbench_correct"], 0.75, 1e-9);
+  BOOST_CHECK_CLOSE(m["rate/low_coverage"], 0.25, 1e-9);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -287,13 +287,18 @@ int main(int argc, char** argv) {
       if (it == base.end())
         continue;
       ++compared;
-      if (it->second == results[i].correct)
+      // The baseline is KernelBench's own check: compared with kbrl's KernelBench verdict (the
+      // strict one may refuse what allclose accepts).
+      auto& r = results[i];
+      if (it->second == r.kernelbench_correct)
         ++agree;
       else
-        std::printf("verdicts differ on %s (%s): baseline %s, kbrl %s (%s)\n",
+        std::printf("verdicts differ on %s (%s): baseline %s, kbrl's KernelBench verdict %s "
+                    "(strict %s, %s)\n",
                     entries[i].id.c_str(), entries[i].problem.c_str(),
-                    it->second ? "correct" : "incorrect", results[i].correct ? "correct" : "incorrect",
-                    kbrl::to_string(results[i].error));
+                    it->second ? "correct" : "incorrect",
+                    r.kernelbench_correct ? "correct" : "incorrect",
+                    r.strict_correct ? "correct" : "incorrect", kbrl::to_string(r.error));
     }
     std::printf("verdicts: %zu of %zu agree with the baseline\n", agree, compared);
   }
@@ -308,6 +313,7 @@ int main(int argc, char** argv) {
       .field("builds", builds)
       .field("builds_reused", reused)
       .field("inputs_on", engine.inputs_on)
+      .field("correctness", engine.correctness)
       .field("agree", static_cast<uint64_t>(agree))
       .field("compared", static_cast<uint64_t>(compared));
     w.key("candidates").begin_array();
@@ -319,6 +325,9 @@ int main(int argc, char** argv) {
         .field("kind", entries[i].kind)
         .field("compiled", r.compiled)
         .field("correct", r.correct)
+        .field("strict_correct", r.strict_correct)
+        .field("kernelbench_correct", r.kernelbench_correct)
+        .field("time_coverage", r.time_coverage)
         .field("error", kbrl::to_string(r.error))
         .field("speedup", r.speedup)
         .field("kernel_ms", r.kernel_runtime.mean_ms)

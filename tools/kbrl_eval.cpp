@@ -228,6 +228,7 @@ int main(int argc, char** argv) {
                    : o.gpus.empty() ? "cpu"
                                     : "gpu " + join_ints(o.gpus);
   info.reference = run->get_string("eval.reference_mode");
+  info.correctness = run->get_string("eval.correctness");
   auto ctx = std::make_shared<evalcli::run_context>();
   ctx->timing.correctness_trials = o.trials;
   ctx->timing.perf_trials = o.perf_trials;

@@ -289,6 +289,12 @@ const std::vector<setting>& all_settings() {
      "Weight of a non-empty reasoning (think) block.", {}, -1},
     {"reward.length", setting_kind::real, "-1.0",
      "Weight of the length penalty: minus completion tokens / 1000.", {}, -1},
+    {"reward.low_coverage", setting_kind::string, "\"zero\"",
+     "A candidate flagged own_kernels_idle (none of its own kernels ran on the GPU) or "
+     "low_time_coverage (they took less than eval.min_time_coverage of its GPU time): zero "
+     "(it earns 0 and counts as a hack, like a static-check refusal) or keep (scored as any "
+     "other).",
+     {"zero", "keep"}},
     {"eval.python", setting_kind::string, "\"auto\"",
      "Python interpreter (with torch) that runs the evaluation workers; auto: the first of "
      "$KBRL_PYTHON, python3 on PATH and /usr/bin/python3 that imports torch."},
@@ -310,6 +316,32 @@ const std::vector<setting>& all_settings() {
      "(level-1 problems draw inputs of several GB); one set is then refilled with fresh values "
      "to check for cached outputs.",
      {}, 1, 8},
+    {"eval.correctness", setting_kind::string, "\"strict\"",
+     "Which verdict decides correct (and so the reward and the metrics): strict (every trial "
+     "within the strict tolerances below and every runtime check of the worker passed) or "
+     "kernelbench (KernelBench's own check: torch.allclose with atol/rtol on every trial, "
+     "nothing else). Both verdicts are always recorded.",
+     {"strict", "kernelbench"}},
+    {"eval.strict_rtol", setting_kind::real, "-1.0",
+     "Strict check: per-element relative tolerance; -1 (any value < 0): per precision (fp32 "
+     "1e-4, fp16 and bf16 1e-2).",
+     {}, -1},
+    {"eval.strict_floor", setting_kind::real, "-1.0",
+     "Strict check: absolute floor of the per-element tolerance, as a fraction of the largest "
+     "|reference output|; -1 (any value < 0): per precision (the same numbers as strict_rtol).",
+     {}, -1},
+    {"eval.strict_norm_tol", setting_kind::real, "-1.0",
+     "Strict check: bound on norm(output - reference) / norm(reference); -1 (any value < 0): "
+     "per precision (the same numbers as strict_rtol).",
+     {}, -1},
+    {"eval.min_time_coverage", setting_kind::real, "0.05",
+     "Compiled backends on a GPU: a candidate whose own kernels take less than this share of "
+     "its GPU time (0 to 1) is flagged low_time_coverage (see reward.low_coverage).",
+     {}, 0, 1},
+    {"eval.profile_coverage", setting_kind::boolean, "true",
+     "Measure that share (the time coverage) with one extra profiled call per timed candidate; "
+     "false: not measured (time_coverage -1), so neither own_kernels_idle nor "
+     "low_time_coverage is flagged."},
     {"eval.reference_mode", setting_kind::string, "\"eager\"",
      "What a candidate's speedup is measured against: eager (the PyTorch reference as written, "
      "KernelBench's default) or compile (the reference compiled with torch.compile in its default "

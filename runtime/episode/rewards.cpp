@@ -45,12 +45,23 @@ caf::expected<reward_weights> reward_preset(const std::string& name) {
                                             + join(reward_preset_names()));
 }
 
+bool low_time_coverage(const eval_result& verdict) {
+  return std::any_of(verdict.hack_flags.begin(), verdict.hack_flags.end(), [](auto& f) {
+    return f == "own_kernels_idle" || f == "low_time_coverage";
+  });
+}
+
 reward_breakdown score_turn(const parsed_answer& answer, const eval_result* verdict,
                             size_t completion_tokens, const reward_weights& w) {
   reward_breakdown r;
   if (verdict != nullptr && verdict->error == eval_error::static_check) {
     r.hack = true;
     return r; // a refused hack earns nothing, whatever else it did
+  }
+  if (verdict != nullptr && w.low_coverage == low_coverage_policy::zero
+      && low_time_coverage(*verdict)) {
+    r.hack = true;
+    return r; // the work ran in torch's kernels, not the candidate's
   }
   r.format = answer.ok() ? 1 : 0;
   r.reasoning = answer.reasoning.find_first_not_of(" \t\r\n") != std::string::npos ? 1 : 0;

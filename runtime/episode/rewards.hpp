@@ -10,7 +10,10 @@
 //   reasoning  the answer had a non-empty reasoning block
 //   length     minus completion tokens / 1000 (a penalty when its weight is positive)
 // A candidate refused by the static checks (a reward hack or forbidden construct) gets 0 in total
-// and is counted as a hack, whatever the weights say.
+// and is counted as a hack, whatever the weights say. So does, under the default low-coverage
+// policy (reward.low_coverage = "zero"), a candidate the worker flagged own_kernels_idle (none of
+// its own kernels ran on the GPU: the work was left to torch) or low_time_coverage (they took less
+// than eval.min_time_coverage of its GPU time).
 
 #include "messages/data.hpp"
 #include "runtime/episode/answer_format.hpp"
@@ -24,6 +27,15 @@ namespace kbrl::episode {
 
 enum class speed_form { log, linear };
 
+/// What a verdict flagged own_kernels_idle or low_time_coverage earns (reward.low_coverage).
+enum class low_coverage_policy {
+  zero, ///< 0 in total, counted as a hack (the default)
+  keep, ///< scored as any other verdict
+};
+
+/// True when `verdict` carries own_kernels_idle or low_time_coverage.
+bool low_time_coverage(const eval_result& verdict);
+
 struct reward_weights {
   double format = 0;
   double compiles = 0;
@@ -34,6 +46,7 @@ struct reward_weights {
   double speed_cap = 10;
   double reasoning = 0;
   double length = 0;
+  low_coverage_policy low_coverage = low_coverage_policy::zero;
 };
 
 /// Named weight sets: "correctness" (1 x correct, the default), "kevin" (0.3 x correct +
@@ -45,7 +58,7 @@ const std::vector<std::string>& reward_preset_names();
 struct reward_breakdown {
   double total = 0;
   double format = 0, compiles = 0, partial = 0, correct = 0, speed = 0, reasoning = 0, length = 0;
-  bool hack = false; ///< refused by the static checks
+  bool hack = false; ///< refused by the static checks, or zeroed for low time coverage
 };
 
 /// The reward of one turn. `verdict` is null when the answer did not parse (nothing evaluated).

@@ -1,5 +1,6 @@
 #include "runtime/episode/step_summary.hpp"
 
+#include "runtime/episode/rewards.hpp"
 #include "runtime/node/clock.hpp"
 
 #include <algorithm>
@@ -73,6 +74,7 @@ std::vector<metric_record> summarize_step(const std::vector<trajectory>& traject
                                           std::optional<uint64_t> learner_version) {
   std::vector<double> rewards, speedups;
   size_t turns = 0, parsed = 0, compiled = 0, correct = 0, hacks = 0, fast = 0, failed = 0;
+  size_t kernelbench_correct = 0, low_coverage = 0;
   size_t prompt_tokens = 0, completion_tokens = 0;
   uint64_t version_min = UINT64_MAX, version_max = 0;
   double staleness_sum = 0, staleness_max = 0;
@@ -100,6 +102,8 @@ std::vector<metric_record> summarize_step(const std::vector<trajectory>& traject
       parsed += evaluated ? 1 : 0;
       compiled += v.compiled ? 1 : 0;
       correct += v.correct ? 1 : 0;
+      kernelbench_correct += evaluated && v.kernelbench_correct ? 1 : 0;
+      low_coverage += evaluated && low_time_coverage(v) ? 1 : 0;
       hacks += v.error == eval_error::static_check ? 1 : 0;
       fast += v.correct && v.speedup > 1 ? 1 : 0;
       if (v.correct && v.speedup > 0)
@@ -141,7 +145,9 @@ std::vector<metric_record> summarize_step(const std::vector<trajectory>& traject
   add("rate/format", rate(parsed));
   add("rate/compiled", rate(compiled));
   add("rate/correct", rate(correct));
+  add("rate/kernelbench_correct", rate(kernelbench_correct));
   add("rate/hack", rate(hacks));
+  add("rate/low_coverage", rate(low_coverage));
   add("rate/fast_1", rate(fast));
   add("rate/failed", per(static_cast<double>(failed), trajectories.size()));
   add("speedup/mean", mean(speedups));

@@ -24,7 +24,12 @@ group_filter_result drop_flat_groups(std::vector<trajectory> trajectories, doubl
 
 /// The step's scalars, named as metrics.jsonl and TensorBoard show them:
 ///   reward/mean|std|min|max          over trajectories (first turn's return)
-///   rate/format|compiled|correct|hack|fast_1   shares of turns (fast_1: correct and faster)
+///   rate/format|compiled|correct|hack|fast_1   shares of turns (fast_1: correct and faster;
+///                                    hack: refused by the static checks)
+///   rate/kernelbench_correct         share of turns KernelBench's check accepts (`correct` is
+///                                    the verdict eval.correctness picks, strict by default)
+///   rate/low_coverage                share of turns flagged own_kernels_idle or
+///                                    low_time_coverage (zeroed with reward.low_coverage = zero)
 ///   rate/failed                      trajectories ended by a failure of kbrl (no sampler...)
 ///   speedup/mean|median|min|max      over correct turns with a speedup
 ///   episodes, turns, turns/mean, tokens, tokens/prompt, tokens/completion,

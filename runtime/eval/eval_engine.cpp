@@ -2,6 +2,7 @@
 
 #include "messages/errors.hpp"
 #include "runtime/eval/static_checks.hpp"
+#include "runtime/eval/verdict_codec.hpp"
 #include "runtime/io/json_writer.hpp"
 
 #include <simdjson.h>
@@ -56,12 +57,7 @@ runtime_stats read_stats(simdjson::dom::element obj, const char* key) {
 }
 
 eval_error parse_error_category(const std::string& s) {
-  for (auto e : {eval_error::none, eval_error::format, eval_error::static_check, eval_error::compile,
-                 eval_error::runtime, eval_error::mismatch, eval_error::timeout, eval_error::crashed,
-                 eval_error::infrastructure})
-    if (s == to_string(e))
-      return e;
-  return eval_error::infrastructure;
+  return eval_error_named(s).value_or(eval_error::infrastructure);
 }
 
 std::string bounded(std::string s, size_t limit) {
@@ -78,6 +74,29 @@ std::string timing_key(const eval_request& req, const std::string& device) {
 }
 
 } // namespace
+
+caf::expected<evaluate_answer> parse_evaluate_answer(std::string_view json,
+                                                     const engine_options& opts,
+                                                     int32_t trials_asked) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (auto err = parser.parse(json.data(), json.size()).get(doc))
+    return make_error(errc::invalid_argument,
+                      std::string("not readable as JSON: ") + simdjson::error_message(err));
+  if (!doc.is_object())
+    return make_error(errc::invalid_argument, "not a JSON object");
+  evaluate_answer out;
+  auto& res = out.verdict;
+  res.trials_total = trials_asked;
+  read_verdict_fields(doc, res);
+  res.speedup = 0; // the engine's to compute, against its own reference timing
+  res.error = parse_error_category(text(doc, "error"));
+  res.error_excerpt = bounded(res.error_excerpt, opts.excerpt_bytes);
+  if (opts.correctness == "kernelbench")
+    use_kernelbench_verdict(res);
+  out.sticky_cuda_error = flag(doc, "sticky_cuda_error");
+  return out;
+}
 
 std::string source_hash(std::string_view text) {
   uint64_t h = 1469598103934665603ull; // FNV-1a 64
@@ -384,6 +403,11 @@ eval_result eval_engine::evaluate(const eval_request& req) {
     .field("compile_check", against_compile && req.timing.measure_performance)
     .field("inputs_on", opts_.inputs_on)
     .field("timing_input_sets", static_cast<int64_t>(opts_.timing_input_sets))
+    .field("strict_rtol", opts_.strict_rtol)
+    .field("strict_floor", opts_.strict_floor)
+    .field("strict_norm_tol", opts_.strict_norm_tol)
+    .field("min_time_coverage", opts_.min_time_coverage)
+    .field("profile_coverage", opts_.profile_coverage)
     .field("build_dir", build_dir_of(req.candidate_source))
     .field("timeout_s", t.timeout_s)
     .end_object();
@@ -397,37 +421,25 @@ eval_result eval_engine::evaluate(const eval_request& req) {
     worker_lost(res, answer.error(), printed, "");
     return finish();
   }
-  simdjson::dom::parser parser;
-  simdjson::dom::element doc;
-  if (parser.parse(*answer).get(doc)) {
+  auto parsed = parse_evaluate_answer(*answer, opts_, t.correctness_trials);
+  if (!parsed) {
     unreadable_answer(res, *answer);
     return finish();
   }
-  res.compiled = flag(doc, "compiled");
-  res.correct = flag(doc, "correct");
-  res.trials_passed = static_cast<int32_t>(number(doc, "trials_passed"));
-  res.trials_total = static_cast<int32_t>(number(doc, "trials_total", t.correctness_trials));
-  res.error = parse_error_category(text(doc, "error"));
-  res.error_excerpt = bounded(text(doc, "error_excerpt"), opts_.excerpt_bytes);
-  simdjson::dom::array trials;
-  if (!doc["trials"].get(trials))
-    for (auto tr : trials)
-      res.trials.push_back({flag(tr, "passed"), number(tr, "max_abs_diff"),
-                            number(tr, "mean_abs_diff"), text(tr, "note")});
-  res.kernel_runtime = read_stats(doc, "kernel_runtime");
-  simdjson::dom::array flags;
-  if (!doc["hack_flags"].get(flags))
-    for (auto f : flags) {
-      std::string_view sv;
-      if (!f.get(sv))
-        res.hack_flags.emplace_back(sv);
-    }
-  res.compile_seconds = number(doc, "compile_seconds");
-  res.correctness_seconds = number(doc, "correctness_seconds");
-  res.timing_seconds = number(doc, "timing_seconds");
-  res.reference_seconds = number(doc, "reference_seconds");
+  {
+    auto device = std::move(res.device);
+    auto id = res.id;
+    res = std::move(parsed->verdict);
+    res.device = std::move(device);
+    res.id = id;
+  }
+  // The reference's timings: answered when asked for (and cached), else the cached ones.
+  auto answered_reference = res.reference_runtime;
+  auto answered_compiled = res.compiled_reference_runtime;
+  res.reference_runtime = {};
+  res.compiled_reference_runtime = {};
   if (time_reference) {
-    res.reference_runtime = read_stats(doc, "reference_runtime");
+    res.reference_runtime = answered_reference;
     if (res.reference_runtime.trials > 0)
       remember_reference(key, res.reference_runtime);
   } else if (cached != reference_times_.end()) {
@@ -435,14 +447,18 @@ eval_result eval_engine::evaluate(const eval_request& req) {
     ++ref_cache_hits_;
   }
   if (time_compiled) {
-    res.compiled_reference_runtime = read_stats(doc, "compiled_reference_runtime");
+    res.compiled_reference_runtime = answered_compiled;
     if (res.compiled_reference_runtime.trials > 0)
       remember_reference(compiled_key, res.compiled_reference_runtime);
   } else if (want_compiled && compiled_cached != reference_times_.end()) {
     res.compiled_reference_runtime = compiled_cached->second;
   }
   auto& against = against_compile ? res.compiled_reference_runtime : res.reference_runtime;
-  if (res.correct && res.kernel_runtime.mean_ms > 0 && against.mean_ms > 0) {
+  // Timed and correct by either verdict: kbrl-eval's KernelBench fast_p needs the speedup of
+  // a candidate only KernelBench's check accepts; reward and metrics look at it only when
+  // their verdict is correct.
+  if ((res.correct || res.kernelbench_correct) && res.kernel_runtime.mean_ms > 0
+      && against.mean_ms > 0) {
     res.speedup = against.mean_ms / res.kernel_runtime.mean_ms;
     if (res.speedup > opts_.suspicious_speedup)
       res.hack_flags.push_back("suspicious_speedup");
@@ -451,7 +467,7 @@ eval_result eval_engine::evaluate(const eval_request& req) {
     res.error_excerpt = bounded(printed.text(), opts_.excerpt_bytes);
 
   // 4. After a CUDA error the context may be poisoned for everything that follows.
-  if (flag(doc, "sticky_cuda_error")) {
+  if (parsed->sticky_cuda_error) {
     needs_restart_ = true;
     last_failure_ = "sticky CUDA error: " + bounded(res.error_excerpt, 300);
   } else if (res.error == eval_error::runtime && !canary_ok()) {

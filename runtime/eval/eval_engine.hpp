@@ -43,6 +43,21 @@ struct engine_options {
   /// Input sets the timed calls rotate over (KernelBench uses one; more catch outputs cached by
   /// input identity). The worker uses fewer when they do not fit in the device's free memory.
   int timing_input_sets = 3;
+  /// Which verdict `correct` (and so the reward and the metrics) follows: "strict" (the
+  /// worker's strict comparison and runtime checks) or "kernelbench" (KernelBench's allclose
+  /// verdict, kernelbench_correct; see use_kernelbench_verdict()).
+  std::string correctness = "strict";
+  /// The strict check's tolerances, sent to the worker; < 0: per precision (fp32 1e-4,
+  /// fp16/bf16 1e-2). rtol: per element, relative; floor: absolute floor as a fraction of the
+  /// largest |reference output|; norm_tol: bound on norm(got - ref) / norm(ref).
+  double strict_rtol = -1;
+  double strict_floor = -1;
+  double strict_norm_tol = -1;
+  /// Compiled backends on a GPU: below this share of GPU time in the candidate's own kernels
+  /// the worker flags the candidate low_time_coverage (in [0, 1]).
+  double min_time_coverage = 0.05;
+  /// Measure the time coverage at all (one extra profiled call per timed candidate).
+  bool profile_coverage = true;
   std::chrono::milliseconds start_timeout{120000}; ///< importing torch + first CUDA context
   std::chrono::milliseconds canary_timeout{30000};
   size_t excerpt_bytes = 4000;      ///< longest error excerpt kept
@@ -52,6 +67,23 @@ struct engine_options {
   /// device, precision and timing settings); empty keeps them in memory only.
   std::string reference_cache_file;
 };
+
+/// What one `evaluate` answer of the worker says (worker_protocol.md), before the engine adds
+/// what only it knows: cached reference timings, the speedup and the device.
+struct evaluate_answer {
+  /// The answered fields (runtime/eval/verdict_codec.hpp), the excerpt bounded to
+  /// opts.excerpt_bytes, an unknown error category taken as infrastructure, and with
+  /// opts.correctness = "kernelbench" the KernelBench verdict in `correct`. Reference runtimes
+  /// as answered, speedup 0.
+  eval_result verdict;
+  bool sticky_cuda_error = false; ///< the device context is poisoned: a fresh worker next
+};
+
+/// Reads the worker's `evaluate` answer `json`; `trials_asked` is trials_total when the answer
+/// has none. Fails with errc::invalid_argument when `json` is not a JSON object.
+caf::expected<evaluate_answer> parse_evaluate_answer(std::string_view json,
+                                                     const engine_options& opts,
+                                                     int32_t trials_asked);
 
 /// The stable identity of a piece of source: FNV-1a 64 of the text, as 16 hex digits.
 std::string source_hash(std::string_view text);

@@ -103,10 +103,13 @@ std::optional<remote_evaluator_node> reach(caf::actor_system& sys,
 } // namespace
 
 const std::vector<std::string>& verdict_keys() {
-  static const std::vector<std::string> keys{"eval.reference_mode", "eval.rules_off",
-                                             "eval.rules_warn",     "eval.rules_error",
-                                             "eval.suspicious_speedup", "eval.inputs_on",
-                                             "eval.timing_input_sets"};
+  static const std::vector<std::string> keys{"eval.reference_mode",     "eval.rules_off",
+                                             "eval.rules_warn",          "eval.rules_error",
+                                             "eval.suspicious_speedup",  "eval.inputs_on",
+                                             "eval.timing_input_sets",   "eval.correctness",
+                                             "eval.strict_rtol",         "eval.strict_floor",
+                                             "eval.strict_norm_tol",     "eval.min_time_coverage",
+                                             "eval.profile_coverage"};
   return keys;
 }
 

@@ -43,6 +43,15 @@ void print_summary(const report::eval_metrics& m, const std::string& reference) 
         std::printf("  %s %5.1f%%", report::fast_p_name(m.thresholds[i]).c_str(),
                     100 * g.fast_p[i]);
     std::printf("  geomean %.2fx\n", g.geomean_speedup);
+    // KernelBench's own verdict (allclose only) beside it, the numbers comparable with its own.
+    std::printf("%-8s %28s KernelBench %5.1f%%", "", "", 100 * g.kernelbench_correct_rate);
+    for (size_t k = 0; k < g.kernelbench_pass_at_k.size() && k < 3; ++k)
+      std::printf("  pass@%zu %5.1f%%", k + 1, 100 * g.kernelbench_pass_at_k[k]);
+    for (size_t i = 0; i < m.thresholds.size() && i < g.kernelbench_fast_p.size(); ++i)
+      if (m.thresholds[i] == 1.0 || m.thresholds[i] == 2.0 || m.thresholds[i] == 0.0)
+        std::printf("  %s %5.1f%%", report::fast_p_name(m.thresholds[i]).c_str(),
+                    100 * g.kernelbench_fast_p[i]);
+    std::printf("\n");
   };
   line(m.overall);
   for (auto& g : m.levels)

@@ -1,6 +1,7 @@
 #include "runtime/evalcli/turn_log.hpp"
 
 #include "messages/errors.hpp"
+#include "runtime/eval/verdict_codec.hpp"
 #include "runtime/eval/verdict_format.hpp"
 #include "runtime/io/json_writer.hpp"
 #include "runtime/report/results_json.hpp"
@@ -22,79 +23,22 @@ namespace {
 namespace fs = std::filesystem;
 using simdjson::dom::element;
 
-double number(element obj, const char* key) {
-  double d = 0;
-  if (!obj[key].get(d))
-    return d;
-  int64_t i = 0;
-  return obj[key].get(i) ? 0 : static_cast<double>(i);
-}
-
-std::string text(element obj, const char* key) {
-  std::string_view sv;
-  return obj[key].get(sv) ? std::string{} : std::string(sv);
-}
-
-bool flag(element obj, const char* key) {
-  bool b = false;
-  return !obj[key].get(b) && b;
-}
-
-runtime_stats stats(element obj, const char* key) {
-  runtime_stats st;
-  element s;
-  if (obj[key].get(s))
-    return st;
-  st.mean_ms = number(s, "mean_ms");
-  st.std_ms = number(s, "std_ms");
-  st.min_ms = number(s, "min_ms");
-  st.max_ms = number(s, "max_ms");
-  st.trials = static_cast<int32_t>(number(s, "trials"));
-  return st;
-}
-
-bool parse_error_name(const std::string& name, eval_error& out) {
-  for (auto e : {eval_error::none, eval_error::format, eval_error::static_check,
-                 eval_error::compile, eval_error::runtime, eval_error::mismatch,
-                 eval_error::timeout, eval_error::crashed, eval_error::infrastructure})
-    if (name == to_string(e)) {
-      out = e;
-      return true;
-    }
-  return false;
-}
-
 caf::expected<eval_result> verdict_of(element v, const std::string& where) {
   eval_result r;
   if (!v.is_object())
     return make_error(errc::invalid_argument, where + ": \"verdict\": expected an object");
-  auto error = text(v, "error");
-  if (!parse_error_name(error, r.error))
-    return make_error(errc::invalid_argument,
-                      where + ": verdict \"error\": \"" + error + "\" is not an error category");
-  r.compiled = flag(v, "compiled");
-  r.correct = flag(v, "correct");
-  r.trials_passed = static_cast<int32_t>(number(v, "trials_passed"));
-  r.trials_total = static_cast<int32_t>(number(v, "trials_total"));
-  r.error_excerpt = text(v, "error_excerpt");
-  simdjson::dom::array trials;
-  if (!v["trials"].get(trials))
-    for (auto t : trials)
-      r.trials.push_back({flag(t, "passed"), number(t, "max_abs_diff"),
-                          number(t, "mean_abs_diff"), text(t, "note")});
-  r.kernel_runtime = stats(v, "kernel_runtime");
-  r.reference_runtime = stats(v, "reference_runtime");
-  r.compiled_reference_runtime = stats(v, "compiled_reference_runtime");
-  r.speedup = number(v, "speedup");
-  simdjson::dom::array flags;
-  if (!v["hack_flags"].get(flags))
-    for (auto f : flags) {
-      std::string_view sv;
-      if (!f.get(sv))
-        r.hack_flags.emplace_back(sv);
-    }
-  r.device = text(v, "device");
-  r.total_seconds = number(v, "total_seconds");
+  std::string_view error;
+  if (v["error"].get(error))
+    error = {}; // missing or not a string: no category
+  auto category = eval::eval_error_named(error);
+  if (!category)
+    return make_error(errc::invalid_argument, where + ": verdict \"error\": \""
+                                                + std::string(error)
+                                                + "\" is not an error category");
+  r.error = *category;
+  // The one verdict codec, shared with the engine's reading of the worker's answers.
+  eval::read_verdict_fields(v, r);
+  eval::read_verdict_identity(v, r);
   return r;
 }
 

@@ -42,9 +42,10 @@ caf::expected<std::vector<logged_turn>> read_turn_log(const std::string& path);
 /// Appends `t` to `path` (parent folders created). Fails with errc::io_failure naming the path.
 caf::expected<void> append_turn(const std::string& path, const logged_turn& t);
 
-/// The verdict fields a turn's feedback uses, read back from eval::verdict_json() text: error,
-/// compiled, correct, trials, excerpt, runtimes, speedup, hack flags. Fails with
-/// errc::invalid_argument naming `where`.
+/// A verdict read back from eval::verdict_json() text through the one verdict codec
+/// (runtime/eval/verdict_codec.hpp): every field verdict_json() writes except id; text of
+/// versions before issue 16 reads with kernelbench_correct = correct. Fails with
+/// errc::invalid_argument naming `where` when it is not JSON or its error is no category.
 caf::expected<eval_result> parse_verdict(std::string_view json, const std::string& where);
 
 } // namespace kbrl::evalcli

@@ -216,6 +216,12 @@ eval::engine_options evaluation_engine_options(const config::run_config& run) {
   o.inputs_on = run.get_string("eval.inputs_on");
   o.reference_mode = run.get_string("eval.reference_mode");
   o.timing_input_sets = static_cast<int>(run.get_int("eval.timing_input_sets"));
+  o.correctness = run.get_string("eval.correctness");
+  o.strict_rtol = run.get_real("eval.strict_rtol");
+  o.strict_floor = run.get_real("eval.strict_floor");
+  o.strict_norm_tol = run.get_real("eval.strict_norm_tol");
+  o.min_time_coverage = run.get_real("eval.min_time_coverage");
+  o.profile_coverage = run.get_bool("eval.profile_coverage");
   auto cache_dir = run.get_string("eval.cache_dir");
   // Builds are shared only when eval.cache_dir is named, as in kbrl-eval
   // (runtime/evalcli/evaluator_setup.cpp); otherwise a node builds in its run directory

@@ -69,6 +69,10 @@ caf::expected<episode::reward_weights> reward_weights_from(const config::run_con
     w->speed_kind = episode::speed_form::log;
   else if (kind == "linear")
     w->speed_kind = episode::speed_form::linear;
+  // The table allows only "zero" and "keep".
+  w->low_coverage = run.get_string("reward.low_coverage") == "keep"
+                      ? episode::low_coverage_policy::keep
+                      : episode::low_coverage_policy::zero;
   double cap = run.get_real("reward.speed_cap");
   if (cap != -1) {
     if (cap <= 0)

@@ -19,32 +19,75 @@ struct problem_entry {
   std::map<int32_t, std::vector<const sample_record*>> samples; ///< sample -> turns, by turn
 };
 
-/// True when `a` is a better outcome than `b`: correct beats incorrect, then the higher speedup;
-/// between incorrect turns the later one is the sample's current state.
-bool better(const sample_record& a, const sample_record& b) {
-  if (a.correct != b.correct)
-    return a.correct;
-  if (a.correct)
+/// Which verdict a computation reads: the record's `correct` or its `kernelbench_correct`.
+using verdict_of = bool (*)(const sample_record&);
+bool correct_verdict(const sample_record& r) { return r.correct; }
+bool kernelbench_verdict(const sample_record& r) { return r.kernelbench_correct; }
+
+/// True when `a` is a better outcome than `b` by `ok`: correct beats incorrect, then the higher
+/// speedup; between incorrect turns the later one is the sample's current state.
+bool better(const sample_record& a, const sample_record& b, verdict_of ok) {
+  if (ok(a) != ok(b))
+    return ok(a);
+  if (ok(a))
     return a.speedup > b.speedup;
   return a.turn > b.turn;
 }
 
 /// The sample's outcome after turn `t` (its best turn among 0..t), or its first turn when it
 /// has none that early (cannot happen for turn numbers from 0, kept as a safe answer).
-const sample_record& outcome_after(const std::vector<const sample_record*>& turns, int32_t t) {
+const sample_record& outcome_after(const std::vector<const sample_record*>& turns, int32_t t,
+                                   verdict_of ok = correct_verdict) {
   const sample_record* best = nullptr;
   for (auto* r : turns)
-    if (r->turn <= t && (!best || better(*r, *best)))
+    if (r->turn <= t && (!best || better(*r, *best, ok)))
       best = r;
   return best ? *best : *turns.front();
 }
 
 /// A problem's sample outcomes after turn t, ordered by sample index.
-std::vector<const sample_record*> outcomes(const problem_entry& p, int32_t t) {
+std::vector<const sample_record*> outcomes(const problem_entry& p, int32_t t,
+                                           verdict_of ok = correct_verdict) {
   std::vector<const sample_record*> out;
   for (auto& [index, turns] : p.samples)
-    out.push_back(&outcome_after(turns, t));
+    out.push_back(&outcome_after(turns, t, ok));
   return out;
+}
+
+/// KernelBench's verdict through the same metrics: rate, pass@k, fast_p (first sample).
+void kernelbench_metrics(metric_group& g, const std::vector<const problem_entry*>& probs,
+                         int32_t turn, const std::vector<double>& thresholds) {
+  g.kernelbench_fast_p.assign(thresholds.size(), 0);
+  size_t fewest = std::numeric_limits<size_t>::max(), samples = 0;
+  std::vector<std::pair<size_t, size_t>> n_c;
+  for (auto* p : probs) {
+    auto outs = outcomes(*p, turn, kernelbench_verdict);
+    size_t correct = 0;
+    for (auto* r : outs)
+      correct += r->kernelbench_correct ? 1 : 0;
+    samples += outs.size();
+    g.kernelbench_correct += correct;
+    n_c.emplace_back(outs.size(), correct);
+    fewest = std::min(fewest, outs.size());
+    for (size_t i = 0; i < thresholds.size(); ++i)
+      if (!outs.empty() && outs.front()->kernelbench_correct
+          && outs.front()->speedup > thresholds[i])
+        g.kernelbench_fast_p[i] += 1;
+  }
+  if (samples > 0)
+    g.kernelbench_correct_rate =
+      static_cast<double>(g.kernelbench_correct) / static_cast<double>(samples);
+  if (probs.empty())
+    return;
+  const double np = static_cast<double>(probs.size());
+  for (auto& f : g.kernelbench_fast_p)
+    f /= np;
+  for (size_t k = 1; k <= fewest; ++k) {
+    double sum = 0;
+    for (auto& [n, c] : n_c)
+      sum += pass_at_k(static_cast<int64_t>(n), static_cast<int64_t>(c), static_cast<int64_t>(k));
+    g.kernelbench_pass_at_k.push_back(sum / np);
+  }
 }
 
 bool fast(const sample_record& r, double p) { return r.correct && r.speedup > p; }
@@ -115,6 +158,7 @@ metric_group make_group(const std::string& name, const std::vector<const problem
       g.pass_at_k.push_back(sum / np);
     }
   }
+  kernelbench_metrics(g, probs, turn, thresholds);
   if (g.timed_correct > 0)
     g.geomean_speedup = std::exp(log_sum / static_cast<double>(g.timed_correct));
   if (g.compile_timed_correct > 0) {
@@ -225,6 +269,13 @@ void group_scalars(std::vector<std::pair<std::string, double>>& out, const metri
     out.emplace_back(prefix + "best_of_n/" + fast_p_name(thresholds[i]), g.fast_p_best[i]);
   }
   out.emplace_back(prefix + "geomean_speedup", g.geomean_speedup);
+  out.emplace_back(prefix + "kernelbench_correct_rate", g.kernelbench_correct_rate);
+  for (size_t k = 1; k <= g.kernelbench_pass_at_k.size(); ++k)
+    out.emplace_back(prefix + "kernelbench_pass@" + std::to_string(k),
+                     g.kernelbench_pass_at_k[k - 1]);
+  for (size_t i = 0; i < thresholds.size() && i < g.kernelbench_fast_p.size(); ++i)
+    out.emplace_back(prefix + "kernelbench_" + fast_p_name(thresholds[i]),
+                     g.kernelbench_fast_p[i]);
   if (!g.fast_p_vs_compile.empty()) {
     out.emplace_back(prefix + "vs_compile/geomean_speedup", g.geomean_speedup_vs_compile);
     for (size_t i = 0; i < thresholds.size(); ++i)

@@ -25,6 +25,12 @@
 //
 // Samples that are correct but were not timed (speedup 0) count as correct but never as fast,
 // and are left out of the geometric mean.
+//
+// Two verdicts (issue 16): `correct` is the one eval.correctness picks (strict by default: every
+// trial within the strict tolerances and every runtime check passed); KernelBench's own
+// (torch.allclose on every trial, nothing else) is reported beside it as kernelbench_correct_rate,
+// kernelbench pass@k and kernelbench fast_p, computed the same way from kernelbench_correct
+// (a multi-turn sample's outcome then picks its best turn by that verdict).
 
 #include "runtime/report/sample_record.hpp"
 
@@ -61,6 +67,11 @@ struct metric_group {
   size_t compile_timed_correct = 0;
   double geomean_speedup_vs_compile = 0;
   std::vector<double> fast_p_vs_compile; ///< first sample of each problem, as fast_p
+  /// The same from KernelBench's verdict (sample_record::kernelbench_correct).
+  size_t kernelbench_correct = 0;
+  double kernelbench_correct_rate = 0;
+  std::vector<double> kernelbench_pass_at_k;
+  std::vector<double> kernelbench_fast_p;
   std::map<std::string, size_t> errors;     ///< error category -> samples ("none" included)
   std::map<std::string, size_t> hack_flags; ///< flag -> samples carrying it
 };
@@ -95,7 +106,8 @@ eval_metrics compute_metrics(const std::vector<sample_record>& records,
                              const std::vector<double>& thresholds = default_fast_p_thresholds());
 
 /// The metrics as named scalars ("eval/correct_rate", "eval/pass@1", "eval/fast_1.0",
-/// "eval/level1/fast_1.0", "eval/turn1/correct_rate", "eval/errors/compile", ...), for
+/// "eval/level1/fast_1.0", "eval/turn1/correct_rate", "eval/errors/compile",
+/// "eval/kernelbench_correct_rate", "eval/kernelbench_pass@1", "eval/kernelbench_fast_1.0", ...), for
 /// TensorBoard and metrics logs. `prefix` is put in front of every name.
 std::vector<std::pair<std::string, double>> metric_scalars(const eval_metrics& m,
                                                            const std::string& prefix = "eval/");

@@ -117,6 +117,38 @@ void group_table(std::string& out, const std::string& id, const std::vector<cons
   out += "</tbody></table>";
 }
 
+/// KernelBench's verdict per group: correct rate, pass@k, fast_p (first sample).
+void kernelbench_table(std::string& out, const std::vector<const metric_group*>& groups,
+                       const std::vector<double>& thresholds) {
+  size_t ks = 0;
+  for (auto* g : groups)
+    ks = std::max(ks, g->kernelbench_pass_at_k.size());
+  out += "<table id=\"kernelbench\" class=\"sortable\"><thead><tr><th>group</th>"
+         "<th>correct</th>";
+  for (size_t k = 1; k <= ks; ++k)
+    out += "<th>pass@" + std::to_string(k) + "</th>";
+  for (auto p : thresholds)
+    out += "<th>fast<sub>" + num(p) + "</sub></th>";
+  out += "</tr></thead><tbody>";
+  for (auto* g : groups) {
+    out += g->name == "all" ? "<tr class=\"group-all\">" : "<tr>";
+    out += cell(html_escape(g->name));
+    out += cell(percent(g->kernelbench_correct_rate) + " ("
+                  + std::to_string(g->kernelbench_correct) + ")",
+                g->kernelbench_correct_rate);
+    for (size_t k = 0; k < ks; ++k)
+      out += k < g->kernelbench_pass_at_k.size()
+               ? cell(percent(g->kernelbench_pass_at_k[k]), g->kernelbench_pass_at_k[k])
+               : cell("-", -1);
+    for (size_t i = 0; i < thresholds.size(); ++i) {
+      double f = i < g->kernelbench_fast_p.size() ? g->kernelbench_fast_p[i] : 0;
+      out += cell(percent(f), f);
+    }
+    out += "</tr>";
+  }
+  out += "</tbody></table>";
+}
+
 void count_table(std::string& out, const std::string& id, const std::string& what,
                  const std::map<std::string, size_t>& counts, size_t total) {
   out += "<table id=\"" + id + "\" class=\"sortable\"><thead><tr><th>" + what
@@ -271,6 +303,10 @@ std::string render_html_report(const run_info& info, const eval_metrics& m,
                                 + (info.timing.measure_performance
                                      ? std::to_string(info.timing.perf_trials) + " timed runs"
                                      : std::string("not timed")))
+         + info_row("correct means", info.correctness == "kernelbench"
+                                       ? "KernelBench's check (torch.allclose on every trial)"
+                                       : "the strict check (strict tolerances on every trial, "
+                                         "every runtime check passed)")
          + info_row("speedups against", info.reference == "compile"
                                           ? "torch.compile of the reference (default mode)"
                                           : "the eager PyTorch reference")
@@ -293,6 +329,16 @@ std::string render_html_report(const run_info& info, const eval_metrics& m,
   if (m.max_turns > 1)
     out += " With several turns, each sample counts with its best turn.";
   out += "</p>\n";
+  out += "<h2>KernelBench's verdict</h2>\n";
+  kernelbench_table(out, groups, m.thresholds);
+  out += std::string("<p class=\"note\">Correct above is ")
+         + (info.correctness == "kernelbench"
+              ? "this verdict too (eval.correctness = \"kernelbench\")"
+              : "the strict verdict (every trial within the strict tolerances, every runtime "
+                "check passed)")
+         + ". Here: KernelBench's own check (torch.allclose with atol/rtol on every trial, "
+           "nothing else), the numbers to compare with KernelBench's; fast<sub>p</sub> as "
+           "above, from the samples this check accepts.</p>\n";
   if (m.max_samples > 1) {
     out += "<h2>Best of N</h2>\n";
     group_table(out, "best-of-n", groups, m.thresholds, true);
@@ -362,8 +408,9 @@ std::string render_html_report(const run_info& info, const eval_metrics& m,
 
   out += "<h2>Samples</h2>\n<details><summary>" + std::to_string(records.size())
          + " evaluated candidates</summary>\n<table id=\"samples\" class=\"sortable\"><thead><tr>"
-           "<th>problem</th><th>sample</th><th>turn</th><th>verdict</th><th>speedup</th>"
-           "<th>kernel ms</th><th>reference ms</th><th>flags</th><th>source</th><th>error</th>"
+           "<th>problem</th><th>sample</th><th>turn</th><th>verdict</th><th>KernelBench</th>"
+           "<th>speedup</th><th>kernel ms</th><th>reference ms</th><th>time coverage</th>"
+           "<th>flags</th><th>source</th><th>error</th>"
            "</tr></thead><tbody>";
   for (auto& r : records) {
     std::string verdict = r.correct ? "<span class=\"ok\">correct</span>"
@@ -381,8 +428,13 @@ std::string render_html_report(const run_info& info, const eval_metrics& m,
     }
     out += "<tr>" + cell(html_escape(r.problem)) + cell(std::to_string(r.sample), r.sample)
            + cell(std::to_string(r.turn), r.turn) + cell(verdict, r.correct ? 1 : 0)
+           + cell(r.kernelbench_correct ? "<span class=\"ok\">correct</span>"
+                                        : "<span class=\"bad\">incorrect</span>",
+                  r.kernelbench_correct ? 1 : 0)
            + cell(times(r.speedup), r.speedup) + cell(ms(r.kernel_ms), r.kernel_ms)
            + cell(ms(r.reference_ms), r.reference_ms)
+           + cell(r.time_coverage < 0 ? std::string("-") : percent(r.time_coverage),
+                  r.time_coverage)
            + "<td class=\"text\">" + html_escape(flags) + "</td><td class=\"text\">"
            + html_escape(r.source) + "</td><td class=\"text\">" + excerpt + "</td></tr>";
   }

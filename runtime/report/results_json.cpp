@@ -74,6 +74,7 @@ void write_info(json_writer& w, const run_info& info) {
   w.key("timing");
   write_timing(w, info.timing);
   w.field("reference", info.reference);
+  w.field("correctness", info.correctness);
   w.field("sampling", clean(info.sampling))
     .field("prompt", clean(info.prompt))
     .field("evaluator", clean(info.evaluator))
@@ -118,6 +119,17 @@ void write_group(json_writer& w, const metric_group& g, const std::vector<double
   w.end_object();
   w.field("timed_correct", static_cast<uint64_t>(g.timed_correct))
     .field("geomean_speedup", g.geomean_speedup);
+  // KernelBench's own verdict beside the one `correct` follows (strict by default).
+  w.field("kernelbench_correct", static_cast<uint64_t>(g.kernelbench_correct))
+    .field("kernelbench_correct_rate", g.kernelbench_correct_rate);
+  w.key("kernelbench_pass_at_k").begin_object();
+  for (size_t k = 1; k <= g.kernelbench_pass_at_k.size(); ++k)
+    w.field(std::to_string(k), g.kernelbench_pass_at_k[k - 1]);
+  w.end_object();
+  w.key("kernelbench_fast_p").begin_object();
+  for (size_t i = 0; i < thresholds.size() && i < g.kernelbench_fast_p.size(); ++i)
+    w.field(threshold_key(thresholds[i]), g.kernelbench_fast_p[i]);
+  w.end_object();
   if (!g.fast_p_vs_compile.empty()) {
     w.key("vs_torch_compile").begin_object()
       .field("timed_correct", static_cast<uint64_t>(g.compile_timed_correct))
@@ -202,6 +214,18 @@ struct field_reader {
     }
     return v;
   }
+  /// `fallback` when absent; an error when present and not true or false.
+  bool optional_boolean(const char* key, bool fallback) {
+    if (obj[key].error() == simdjson::NO_SUCH_FIELD)
+      return fallback;
+    return boolean(key);
+  }
+  /// `fallback` when absent; an error when present and not a number (null reads as 0).
+  double optional_real(const char* key, double fallback) {
+    if (obj[key].error() == simdjson::NO_SUCH_FIELD)
+      return fallback;
+    return real(key);
+  }
   bool boolean(const char* key) {
     bool v = false;
     if (obj[key].get(v))
@@ -260,6 +284,10 @@ caf::expected<sample_record> read_record(element e, const std::string& where) {
   r.node = f.optional_text("node");
   r.evaluator = f.optional_text("evaluator");
   r.retries = static_cast<int32_t>(f.optional_integer("retries"));
+  // Written since issue 16 (the strict verdict beside KernelBench's): earlier records' verdict
+  // was KernelBench's allclose check, and their time coverage was not measured.
+  r.kernelbench_correct = f.optional_boolean("kernelbench_correct", r.correct);
+  r.time_coverage = f.optional_real("time_coverage", -1);
   if (!f.error.empty())
     return make_error(errc::invalid_argument, f.error);
   return r;
@@ -315,6 +343,8 @@ run_signature signature_of(const run_info& info) {
   };
   if (info.reference != "eager")
     sig.emplace_back("reference", info.reference);
+  if (info.correctness != "strict")
+    sig.emplace_back("correctness", info.correctness);
   return sig;
 }
 
@@ -349,6 +379,7 @@ void write_record(json_writer& w, const sample_record& r) {
     .field("turn", r.turn)
     .field("compiled", r.compiled)
     .field("correct", r.correct)
+    .field("kernelbench_correct", r.kernelbench_correct)
     .field("error", clean(r.error))
     .field("speedup", r.speedup)
     .field("kernel_ms", r.kernel_ms)
@@ -360,6 +391,7 @@ void write_record(json_writer& w, const sample_record& r) {
   for (auto& f : r.hack_flags)
     w.value(clean(f));
   w.end_array()
+    .field("time_coverage", r.time_coverage)
     .field("error_excerpt", clean(r.error_excerpt))
     .field("source", clean(r.source))
     .field("extraction", clean(r.extraction))

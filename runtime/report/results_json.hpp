@@ -47,6 +47,9 @@ struct run_info {
   /// What `speedup` is measured against: "eager" (the PyTorch reference as written) or
   /// "compile" (the reference compiled with torch.compile, default mode).
   std::string reference = "eager";
+  /// Which verdict `correct` is (eval.correctness): "strict" or "kernelbench" (KernelBench's
+  /// allclose check); the KernelBench metrics are reported beside it either way.
+  std::string correctness = "strict";
   std::string sampling;         ///< e.g. "temperature 0.7, top_p 0.95, max_new_tokens 4096"
   std::string prompt;           ///< how prompts were made, e.g. "single-turn v1, chat format chatml"
   std::string evaluator;        ///< device(s) of the evaluators, e.g. "cpu" or "gpu 0,1"
@@ -59,7 +62,8 @@ struct run_info {
 
 /// The settings of a run that decide its verdicts, as (name, value) pairs: mode, model, adapter,
 /// generations folder, samples, turns, backend, precision, timing, sampling, prompt, and the
-/// reference when it is not eager (so folders of earlier versions still match).
+/// reference when it is not eager and the correctness verdict when it is not strict (so
+/// folders of earlier versions still match).
 using run_signature = std::vector<std::pair<std::string, std::string>>;
 run_signature signature_of(const run_info& info);
 

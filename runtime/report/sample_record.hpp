@@ -26,7 +26,10 @@ struct sample_record {
   int32_t sample = 0;           ///< sample index within the problem, from 0
   int32_t turn = 0;             ///< turn of the sample's episode, from 0 (single-turn: 0)
   bool compiled = false;
-  bool correct = false;
+  bool correct = false;         ///< the verdict eval.correctness picks (strict by default)
+  /// KernelBench's own verdict (torch.allclose on every trial, nothing else); records of runs
+  /// before issue 16 read back with `correct` (their verdict was KernelBench's).
+  bool kernelbench_correct = false;
   /// "none" when checked and correct or not; else an error category (see above).
   std::string error = "none";
   double speedup = 0;           ///< eager reference mean / kernel mean; 0 when not timed
@@ -36,6 +39,8 @@ struct sample_record {
   int32_t trials_passed = 0;
   int32_t trials_total = 0;
   std::vector<std::string> hack_flags; ///< static-check and runtime findings
+  /// Share of the candidate's GPU time in its own kernels (0..1); -1 when not measured.
+  double time_coverage = -1;
   std::string error_excerpt;    ///< bounded excerpt of the error output
   std::string source;           ///< where the candidate came from (path in the generations dir)
   std::string extraction;       ///< how its code was found: file, kernel_tag, python_block, ...
@@ -63,6 +68,8 @@ inline double speedup_vs_compile(const sample_record& r) {
 inline void take_verdict(sample_record& r, const eval_result& v) {
   r.compiled = v.compiled;
   r.correct = v.correct;
+  r.kernelbench_correct = v.kernelbench_correct;
+  r.time_coverage = v.time_coverage;
   r.error = to_string(v.error);
   r.speedup = v.speedup;
   r.kernel_ms = v.kernel_runtime.mean_ms;

@@ -336,13 +336,10 @@ BOOST_AUTO_TEST_CASE(hostile_candidates_are_rejected_by_their_rule) {
     {"no_global_kernel.py", {"cuda_impl"}, ""},
     {"comment_only_global.py", {"cuda_impl"}, ""},
     {"triton_without_jit.py", {"triton_impl"}, "", kernel_backend::triton},
-    {"stream.py", {"stream_injection"}, "stream_injection"},
-    {"stream_cpp.py", {"stream_injection"}, "stream_injection"},
-    {"half_cast.py", {"precision_downgrade"}, "precision_downgrade"},
-    {"half_kernel.py", {"precision_downgrade"}, "precision_downgrade"},
     {"torch_wrapper.py", {"kernel_not_called"}, "kernel_not_called"},
     {"reference_access.py", {"reference_access"}, "reference_access"},
-    {"sys_modules.py", {"sys_modules"}, "sys_modules"},
+    // getattr(ref_module, "Mod" + "el") is resolved: the reference's name and the trick show.
+    {"sys_modules.py", {"sys_modules", "reference_access", "name_obfuscation"}, "sys_modules"},
     {"builtins.py", {"builtins_access"}, "builtins_access"},
     {"gc.py", {"gc_access"}, "gc_access"},
     {"frame_inspect.py", {"frame_inspection"}, "frame_inspection"},
@@ -356,7 +353,6 @@ BOOST_AUTO_TEST_CASE(hostile_candidates_are_rejected_by_their_rule) {
     {"output_cache_lru.py", {"output_cache"}, "output_cache"},
     {"exec.py", {"dynamic_code"}, "dynamic_code"},
     {"fstring_field.py", {"dynamic_code"}, "dynamic_code"},
-    {"env_write.py", {"env_write"}, "env_write"},
     {"signal.py", {"signal_use"}, "signal_use"},
     {"process_exit.py", {"process_exit"}, "process_exit"},
     {"monkey_patch.py", {"torch_monkey_patch"}, "torch_monkey_patch"},
@@ -366,7 +362,8 @@ BOOST_AUTO_TEST_CASE(hostile_candidates_are_rejected_by_their_rule) {
     {"encoding_trick.py", {"encoding_trick"}, "encoding_trick"},
     {"escaped_kernel_source.py", {"subprocess_spawn"}, "subprocess_spawn"},
     {"c_comment_tricks.py", {"subprocess_spawn"}, "subprocess_spawn"},
-    {"import_alias.py", {"import_evasion"}, "import_evasion"},
+    // The alias is resolved: _platform.system(...) is os.system; the alias itself is a warning.
+    {"import_alias.py", {"subprocess_spawn"}, "import_evasion"},
     {"monkey_patch_alias.py", {"torch_monkey_patch"}, "torch_monkey_patch"},
     {"cpp_static_cache.py", {"output_cache"}, "output_cache"},
   };
@@ -401,6 +398,105 @@ BOOST_AUTO_TEST_CASE(hostile_candidates_are_rejected_by_their_rule) {
                                                << " rules");
 }
 
+BOOST_AUTO_TEST_CASE(hacks_of_warning_rules_are_flagged_on_their_line) {
+  // Rules demoted to warnings (honest code triggers them; runtime checks decide): the hack is
+  // still reported, on the marked line, without refusing the candidate on its own.
+  struct warned {
+    const char* file;
+    const char* rule;
+  };
+  for (auto c : {warned{"stream.py", "stream_injection"}, warned{"stream_cpp.py", "stream_injection"},
+                 warned{"half_cast.py", "precision_downgrade"},
+                 warned{"half_kernel.py", "precision_downgrade"},
+                 warned{"env_write.py", "env_write"}}) {
+    auto text = fixture(c.file);
+    auto r = check(text);
+    BOOST_TEST_CONTEXT(c.file << show(r)) {
+      BOOST_CHECK(!r.rejected());
+      BOOST_CHECK(ids_at(r, severity::warning) == std::set<std::string>{c.rule});
+      const auto* f = first_of(r, c.rule);
+      BOOST_REQUIRE(f != nullptr);
+      BOOST_CHECK_EQUAL(f->line, line_containing(text, "HACK"));
+      // An override makes the warning a refusal again.
+      auto opts = options();
+      opts.overrides[c.rule] = severity::error;
+      BOOST_CHECK(errors(check_candidate(text, opts)) == std::set<std::string>{c.rule});
+    }
+  }
+}
+
+// -- the corpus: honest kernels of every backend, and hacks spelled to dodge spelling rules ------
+
+namespace {
+
+const fs::path corpus_dir = fs::path{KBRL_TEST_DATA} / "static_corpus";
+
+/// The backend a corpus file is written for: its name's prefix (cuda_relu.py -> cuda).
+kernel_backend corpus_backend(const std::string& name) {
+  for (auto b : {kernel_backend::cuda, kernel_backend::triton, kernel_backend::hip,
+                 kernel_backend::thunderkittens, kernel_backend::cute, kernel_backend::tilelang,
+                 kernel_backend::torch})
+    if (name.rfind(std::string{kbrl::to_string(b)} + "_", 0) == 0)
+      return b;
+  BOOST_FAIL("corpus file without a backend prefix: " + name);
+  return kernel_backend::cuda;
+}
+
+std::vector<fs::path> corpus_files(const std::string& sub) {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(corpus_dir / sub))
+    if (e.path().extension() == ".py")
+      out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(honest_corpus_is_never_refused) {
+  auto files = corpus_files("honest");
+  BOOST_CHECK_GE(files.size(), 12u);
+  std::set<kernel_backend> backends;
+  for (const auto& path : files) {
+    auto name = path.filename().string();
+    auto backend = corpus_backend(name);
+    backends.insert(backend);
+    auto text = read_text(path);
+    auto r = check_candidate(text, options(backend));
+    BOOST_CHECK_MESSAGE(!r.rejected(), name << " refused:" << show(r));
+    BOOST_TEST_MESSAGE(name << ": " << r.findings.size() << " warnings");
+  }
+  BOOST_CHECK_EQUAL(backends.size(), 7u); // every backend kbrl supports
+}
+
+BOOST_AUTO_TEST_CASE(obfuscated_corpus_gets_its_findings) {
+  // Each file says which rules must fire ("# expect: a, b"), and marks the hack with HACK.
+  auto files = corpus_files("obfuscated");
+  BOOST_CHECK_GE(files.size(), 10u);
+  for (const auto& path : files) {
+    auto name = path.filename().string();
+    auto text = read_text(path);
+    auto at = text.find("# expect:");
+    BOOST_REQUIRE_MESSAGE(at != std::string::npos, name << " has no # expect: line");
+    std::istringstream rules(text.substr(at + 9, text.find('\n', at) - at - 9));
+    auto r = check_candidate(text, options(kernel_backend::cuda));
+    int marked = line_containing(text, "HACK");
+    BOOST_TEST_CONTEXT(name << show(r)) {
+      std::string id;
+      while (std::getline(rules, id, ',')) {
+        id.erase(0, id.find_first_not_of(' '));
+        id.erase(id.find_last_not_of(" \r") + 1);
+        const auto* f = first_of(r, id);
+        BOOST_CHECK_MESSAGE(f != nullptr, id << " missing");
+        if (f != nullptr)
+          BOOST_CHECK(f->level == find_rule(id)->default_level);
+      }
+      BOOST_CHECK(std::any_of(r.findings.begin(), r.findings.end(),
+                              [&](const static_finding& f) { return f.line == marked; }));
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(hacks_only_in_comments_or_docstrings_do_not_trigger) {
   // Each hack appears as code in `bad` and only as comment or docstring text in `fine`.
   std::string kernel = fixture("good_cuda_relu.py");
@@ -423,7 +519,8 @@ BOOST_AUTO_TEST_CASE(hacks_only_in_comments_or_docstrings_do_not_trigger) {
   for (const auto& p : pairs) {
     auto bad = check(kernel + p.bad);
     auto fine = check(kernel + p.fine);
-    BOOST_CHECK_MESSAGE(errors(bad).count(p.rule) == 1, p.rule << " missed in:\n" << p.bad);
+    auto level = find_rule(p.rule)->default_level; // stream_injection is a warning now
+    BOOST_CHECK_MESSAGE(ids_at(bad, level).count(p.rule) == 1, p.rule << " missed in:\n" << p.bad);
     BOOST_CHECK_MESSAGE(!fine.rejected(), p.rule << " triggered by a comment:" << show(fine));
   }
   // A rule name or noqa in a comment hides nothing.
@@ -550,8 +647,12 @@ BOOST_AUTO_TEST_CASE(precision_and_backend_select_rules) {
   // Half precision is a downgrade only in fp32 problems.
   auto half = fixture("half_cast.py");
   auto cuda = kernel_backend::cuda;
-  BOOST_CHECK(check_candidate(half, options(cuda, kernel_precision::fp32)).rejected());
-  BOOST_CHECK(!check_candidate(half, options(cuda, kernel_precision::fp16)).rejected());
+  // (precision_downgrade is a warning by default: flagged in fp32, not at all in fp16)
+  BOOST_CHECK(ids_at(check_candidate(half, options(cuda, kernel_precision::fp32)),
+                     severity::warning)
+                .count("precision_downgrade")
+              == 1);
+  BOOST_CHECK(check_candidate(half, options(cuda, kernel_precision::fp16)).findings.empty());
   BOOST_CHECK(!check_candidate(fixture("half_kernel.py"),
                                options(kernel_backend::cuda, kernel_precision::bf16))
                  .rejected());
@@ -661,9 +762,15 @@ BOOST_AUTO_TEST_CASE(kernel_reachability) {
 }
 
 BOOST_AUTO_TEST_CASE(more_evasions) {
+  // Flagged at the rule's default level (an error, or a warning for the demoted rules:
+  // import_evasion, stream_injection, env_write and the honest dunders __doc__/__call__).
   auto rejected_by = [](const std::string& code, const std::string& rule) {
     auto r = check_candidate(code, options(kernel_backend::torch));
-    BOOST_CHECK_MESSAGE(errors(r).count(rule) == 1, rule << " missed in:\n" << code << show(r));
+    auto level = find_rule(rule)->default_level;
+    if (code.find("__doc__") != std::string::npos || code.find("__call__") != std::string::npos)
+      level = severity::warning;
+    BOOST_CHECK_MESSAGE(ids_at(r, level).count(rule) == 1,
+                        rule << " missed in:\n" << code << show(r));
   };
   rejected_by("x = f\"\\{__import__('os')}\"\n", "dynamic_code");
   rejected_by("doc = ModelNew.forward.__doc__\n", "dunder_escape");

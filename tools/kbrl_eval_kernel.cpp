@@ -3,18 +3,23 @@
 //
 //   kbrl-eval-kernel --problem 1/19 --candidate relu.py --backend cuda
 //   kbrl-eval-kernel --problem problems/1_relu.py --candidate c.py --backend torch --json
+//   kbrl-eval-kernel --static-only generations/ more.py --backend triton [--json]
 //
 // Exit status: 0 correct, 1 incorrect (ran, outputs differ, or refused by a static check),
 // 2 failed (compile, runtime, timeout, crash), 3 usage or infrastructure error.
+// --static-only pre-screens files without running anything (no problem, no process): it prints
+// each file's static findings and exits 0 when none is an error, 1 when any file is refused.
 
 #include "messages/errors.hpp"
 #include "runtime/eval/eval_engine.hpp"
 #include "runtime/eval/problems.hpp"
+#include "runtime/eval/static_report.hpp"
 #include "runtime/eval/verdict_format.hpp"
 #include "runtime/node/node_runtime.hpp"
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -31,6 +36,54 @@ bool parse_enum(const std::string& text, Enum& out, std::initializer_list<Enum> 
       return true;
     }
   return false;
+}
+
+/// --static-only: the static checks over files and directories, nothing run.
+int static_only(const std::vector<std::string>& paths, const std::string& backend,
+                const std::string& precision, const std::vector<std::string>& overrides,
+                bool json) {
+  kbrl::eval::static_check_options sco;
+  if (!parse_enum(backend, sco.backend,
+                  {kbrl::kernel_backend::cuda, kbrl::kernel_backend::triton,
+                   kbrl::kernel_backend::torch, kbrl::kernel_backend::hip,
+                   kbrl::kernel_backend::cute, kbrl::kernel_backend::tilelang,
+                   kbrl::kernel_backend::thunderkittens})) {
+    std::fprintf(stderr, "kbrl-eval-kernel: --backend %s: unknown backend\n", backend.c_str());
+    return 3;
+  }
+  if (!parse_enum(precision, sco.precision,
+                  {kbrl::kernel_precision::fp32, kbrl::kernel_precision::fp16,
+                   kbrl::kernel_precision::bf16})) {
+    std::fprintf(stderr, "kbrl-eval-kernel: --precision %s: expected fp32, fp16 or bf16\n",
+                 precision.c_str());
+    return 3;
+  }
+  kbrl::config::run_config run;
+  for (auto& o : overrides)
+    if (auto err = run.apply_override(o)) {
+      std::fprintf(stderr, "kbrl-eval-kernel: %s\n", kbrl::describe(err).c_str());
+      return 3;
+    }
+  sco.overrides = kbrl::evaluation_engine_options(run).rule_overrides;
+  if (auto ok = kbrl::eval::validate_overrides(sco.overrides); !ok) {
+    std::fprintf(stderr, "kbrl-eval-kernel: %s\n", kbrl::describe(ok.error()).c_str());
+    return 3;
+  }
+  auto files = kbrl::eval::candidate_files(paths);
+  if (!files) {
+    std::fprintf(stderr, "kbrl-eval-kernel: %s\n", kbrl::describe(files.error()).c_str());
+    return 3;
+  }
+  auto screened = kbrl::eval::screen_files(*files, sco);
+  if (!screened) {
+    std::fprintf(stderr, "kbrl-eval-kernel: %s\n", kbrl::describe(screened.error()).c_str());
+    return 3;
+  }
+  std::fputs((json ? kbrl::eval::screen_json(*screened) : kbrl::eval::screen_text(*screened)).c_str(),
+             stdout);
+  bool refused = std::any_of(screened->begin(), screened->end(),
+                             [](const auto& f) { return f.result.rejected(); });
+  return refused ? 1 : 0;
 }
 
 } // namespace
@@ -76,6 +129,24 @@ int main(int argc, char** argv) {
         std::printf("%-22s %-8s %s\n", r.id.c_str(), kbrl::eval::to_string(r.default_level),
                     r.description.c_str());
       return 0;
+    }
+  // --static-only needs neither a problem nor a worker: its own small command line.
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--static-only") {
+      CLI::App screen{"kbrl-eval-kernel --static-only: the static checks over candidate files "
+                      "and directories, nothing run"};
+      std::vector<std::string> paths, cfg;
+      std::string b = "cuda", p = "fp32";
+      bool as_json = false, flag = false;
+      screen.add_flag("--static-only", flag, "Pre-screen files with the static checks only");
+      screen.add_option("--backend", b, "cuda (default), triton, torch, hip, cute, tilelang, "
+                                        "thunderkittens");
+      screen.add_option("--precision", p, "fp32 (default), fp16 or bf16");
+      screen.add_flag("--json", as_json, "Print the findings as JSON");
+      screen.add_option("--config", cfg, "Run-config overrides, e.g. eval.rules_warn=[...]");
+      screen.add_option("paths", paths, "Candidate files or directories of them")->required();
+      CLI11_PARSE(screen, argc, argv);
+      return static_only(paths, b, p, cfg, as_json);
     }
   CLI11_PARSE(app, argc, argv);
 

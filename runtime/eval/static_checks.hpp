@@ -24,9 +24,15 @@
 // replacement fields of f-strings (`{expr}`) are Python code and are checked as such (an
 // f-string's literal text is string text; expressions are not parsed beyond brace matching).
 //
-// Limits, by design of a static pass: strings built at run time (join, format, chr, replace)
-// and names reached through values (`f = getattr(obj, name)` on a non-module) are not followed;
-// a pattern is a heuristic, not a proof. Where the regex engine gives up on an input (a resource
+// Names are resolved through the program's import table before the Python-code rules run:
+// import aliases (`import torch as T`, `from torch import cuda as c`, `Ev = torch.cuda.Event`) and
+// getattr/setattr with literal names read as the canonical names; hiding a name (pieces, chr,
+// join, base64, a module reached through another) is a finding of its own (name_obfuscation).
+// Rules that honest kernels trigger default to warnings: the runtime checks carry the hard
+// decisions (runtime/eval/STATIC_RULES.md lists every rule, its default and why).
+//
+// Limits, by design of a static pass: names reached through values (`f = getattr(obj, name)`
+// with a plain variable) are not followed; a pattern is a heuristic, not a proof. Where the regex engine gives up on an input (a resource
 // limit), the pattern counts as matched: input built to exhaust the checks is refused.
 //
 // Cost: one pass of the lexer plus one regex scan per rule pattern whose literal hint occurs in

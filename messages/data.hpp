@@ -198,6 +198,17 @@ typename Inspector::result_type inspect(Inspector& f, kernel_time& x) {
   return f(caf::meta::type_name("kernel_time"), x.name, x.ms, x.own);
 }
 
+/// Seconds one phase of an evaluation took in the worker (for "where did the time go").
+struct phase_time {
+  std::string phase;               ///< e.g. "compile", "correctness", "coverage", "timing"
+  double seconds = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, phase_time& x) {
+  return f(caf::meta::type_name("phase_time"), x.phase, x.seconds);
+}
+
 /// The evaluator's verdict: a pure function of (candidate, problem, timing, device).
 struct eval_result {
   uint64_t id = 0;
@@ -246,6 +257,9 @@ struct eval_result {
   double timing_events_ms = 0;
   double timing_wall_ms = 0;
   double timing_overhead_ms = 0;
+  /// The worker's time by phase (process start, compile, correctness, coverage, timing, ...),
+  /// in the order the worker answered them; empty from an older worker.
+  std::vector<phase_time> phases;
 };
 
 template <class Inspector>
@@ -257,7 +271,7 @@ typename Inspector::result_type inspect(Inspector& f, eval_result& x) {
            x.timing_seconds, x.reference_seconds, x.total_seconds, x.kernelbench_correct,
            x.kernelbench_trials_passed, x.strict_correct, x.time_coverage, x.kernels,
            x.timing_input_sets, x.timing_note, x.isolation, x.timing_events_ms, x.timing_wall_ms,
-           x.timing_overhead_ms);
+           x.timing_overhead_ms, x.phases);
 }
 
 // -- episodes -------------------------------------------------------------------------------------

@@ -40,7 +40,8 @@ const std::string new_answer = R"({"id": 7, "compiled": true, "correct": false,
   "isolation": "process", "timing_input_sets": 2,
   "timing_note": "timed with 2 input set(s) instead of 3",
   "compile_seconds": 3.5, "correctness_seconds": 0.25, "timing_seconds": 1.0,
-  "reference_seconds": 2.0, "sticky_cuda_error": false, "device": "NVIDIA H100"})";
+  "reference_seconds": 2.0, "sticky_cuda_error": false, "device": "NVIDIA H100",
+  "phase_seconds": {"compile": 3.5, "coverage": 0.125, "timing": "not a number"}})";
 
 /// An answer of the worker before issue 16: no KernelBench verdict, no coverage.
 const std::string old_answer = R"({"id": 8, "compiled": true, "correct": true,
@@ -94,6 +95,11 @@ BOOST_AUTO_TEST_CASE(an_answer_with_the_new_fields_is_read_whole) {
   BOOST_CHECK_EQUAL(v.hack_flags[0], "low_time_coverage");
   BOOST_CHECK(v.device.empty()); // the engine's own name for its device
   BOOST_CHECK(!a->sticky_cuda_error);
+  // phases in the worker's order; one that is not a number is left out
+  BOOST_REQUIRE_EQUAL(v.phases.size(), 2u);
+  BOOST_CHECK_EQUAL(v.phases[0].phase, "compile");
+  BOOST_CHECK_EQUAL(v.phases[1].phase, "coverage");
+  BOOST_CHECK_EQUAL(v.phases[1].seconds, 0.125);
 }
 
 BOOST_AUTO_TEST_CASE(an_older_worker_gets_its_correct_as_kernelbench_verdict) {
@@ -106,6 +112,7 @@ BOOST_AUTO_TEST_CASE(an_older_worker_gets_its_correct_as_kernelbench_verdict) {
   BOOST_CHECK(v.trials[0].kernelbench_passed);
   BOOST_CHECK_EQUAL(v.time_coverage, -1.0); // not measured
   BOOST_CHECK(v.kernels.empty());
+  BOOST_CHECK(v.phases.empty());
   BOOST_CHECK(v.isolation.empty());
   BOOST_CHECK_EQUAL(v.timing_input_sets, 3);
   BOOST_CHECK_EQUAL(v.timing_wall_ms, 0.0);

@@ -85,6 +85,7 @@ kbrl::eval_result sample_eval_result() {
   r.strict_correct = false;
   r.time_coverage = 0.625;
   r.kernels = {{"relu_kernel(float*, int)", 0.12, true}, {"at::native::copy", 0.05, false}};
+  r.phases = {{"compile", 2.5}, {"coverage", 0.75}};
   r.timing_input_sets = 2;
   r.timing_note = "timed with 2 input set(s) instead of 3";
   r.isolation = "process";
@@ -159,6 +160,7 @@ BOOST_AUTO_TEST_CASE(evaluation_round_trip) {
   check(kbrl::runtime_stats{1, 2, 3, 4, 5});
   check(kbrl::trial_result{true, 1e-5, 1e-6, "ok", true, 1e-4, 1e-5});
   check(kbrl::kernel_time{"relu_kernel", 0.5, true});
+  check(kbrl::phase_time{"coverage", 1.25});
   kbrl::eval_request req{11, "class ModelNew: ...", sample_problem(), t, "trace"};
   check(req);
   BOOST_CHECK_EQUAL(round_trip(req).task.reference_source, sample_problem().reference_source);
@@ -174,6 +176,9 @@ BOOST_AUTO_TEST_CASE(evaluation_round_trip) {
   BOOST_REQUIRE_EQUAL(back.kernels.size(), 2u);
   BOOST_CHECK_EQUAL(back.kernels[0].name, "relu_kernel(float*, int)");
   BOOST_CHECK(back.kernels[0].own && !back.kernels[1].own);
+  BOOST_REQUIRE_EQUAL(back.phases.size(), 2u);
+  BOOST_CHECK_EQUAL(back.phases[1].phase, "coverage");
+  BOOST_CHECK_EQUAL(back.phases[1].seconds, 0.75);
   BOOST_CHECK_EQUAL(back.trials[1].norm_rel_diff, 0.125);
   BOOST_CHECK_EQUAL(back.timing_note, r.timing_note);
   BOOST_CHECK_EQUAL(back.isolation, "process");

@@ -18,6 +18,7 @@
 #include <caf/all.hpp>
 #include <simdjson.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -105,6 +106,26 @@ caf::behavior collect_verdicts(caf::event_based_actor* self,
             });
   }
   return {[](done_atom) {}};
+}
+
+/// The worker's own account of its time, summed by phase over all candidates (first-seen
+/// order): tells which check or step an evaluator spends its time on.
+void print_phase_sums(const std::vector<kbrl::eval_result>& results) {
+  std::vector<std::pair<std::string, double>> sums;
+  for (auto& r : results)
+    for (auto& ph : r.phases) {
+      auto it = std::find_if(sums.begin(), sums.end(),
+                             [&](auto& s) { return s.first == ph.phase; });
+      if (it == sums.end())
+        sums.emplace_back(ph.phase, ph.seconds);
+      else
+        it->second += ph.seconds;
+    }
+  if (sums.empty())
+    return;
+  std::printf("the workers' phases (summed over candidates):\n");
+  for (auto& [phase, seconds] : sums)
+    std::printf("  %-32s %8.1f s\n", phase.c_str(), seconds);
 }
 
 } // namespace
@@ -279,6 +300,8 @@ int main(int argc, char** argv) {
               build_sum, builders, load_sum, correctness_sum, timing_sum, reference_sum, eval_sum,
               100.0 * eval_sum / (total * static_cast<double>(slots.size())), slots.size());
 
+  print_phase_sums(results);
+
   size_t agree = 0, compared = 0;
   if (!compare_path.empty()) {
     auto base = baseline_verdicts(compare_path);
@@ -339,8 +362,11 @@ int main(int argc, char** argv) {
         .field("reference_seconds", r.reference_seconds)
         .field("evaluator_seconds", r.total_seconds)
         .field("done_at_seconds", done_at[i])
-        .field("evaluator", r.evaluator)
-        .end_object();
+        .field("evaluator", r.evaluator);
+      w.key("phase_seconds").begin_object();
+      for (auto& ph : r.phases)
+        w.field(ph.phase, ph.seconds);
+      w.end_object().end_object();
     }
     w.end_array().end_object();
     std::ofstream(out_path) << w.str() << "\n";

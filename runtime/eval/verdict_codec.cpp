@@ -132,6 +132,15 @@ void read_verdict_fields(element obj, eval_result& r) {
   read(obj, "timing_input_sets", r.timing_input_sets);
   read(obj, "timing_note", r.timing_note);
   read(obj, "isolation", r.isolation);
+  simdjson::dom::object phases;
+  if (!obj["phase_seconds"].get(phases)) {
+    r.phases.clear();
+    for (auto [key, value] : phases) {
+      double seconds = 0;
+      if (!value.get(seconds))
+        r.phases.push_back({std::string(key), seconds});
+    }
+  }
   element check;
   if (!obj["timing_check"].get(check) && check.is_object()) {
     read(check, "events_ms", r.timing_events_ms);

@@ -130,6 +130,32 @@ class CandidateProcess:
         self.status = None
         self.leftover = 0
         self.closed = False
+        self._hello = None  # request id of a hello sent ahead, not yet answered
+        self._greeted = False
+
+    def say_hello(self, warm_profiler=False):
+        """Sends the first request without waiting: the process initialises CUDA (and, asked
+        to, the profiler) while the worker does other things. ready() takes the answer."""
+        self._hello = self.start("hello", warm_profiler=bool(warm_profiler))
+
+    def settle(self, deadline, during):
+        """Waits until the hello sent ahead is answered (the process is then idle)."""
+        if self._hello is not None:
+            saved, self.deadline = self.deadline, deadline
+            try:
+                rid, self._hello = self._hello, None
+                self.finish(self.next_message(rid, during))
+                self._greeted = True
+            finally:
+                self.deadline = saved
+
+    def ready(self, deadline, during):
+        """The process has answered its hello (sent now unless it was sent ahead); from here the
+        evaluation's deadline applies."""
+        self.deadline = deadline
+        if self._hello is None and not self._greeted:
+            self.say_hello()
+        self.settle(deadline, during)
 
     def _gone(self, kind, text):
         self.close()

@@ -25,7 +25,7 @@ import traceback
 
 import torch
 
-from .candidate_process import CandidateGone, CandidateProcess
+from .candidate_process import CandidateGone
 from .common import (BudgetExceeded, CandidateError, COMPARE_CHUNK, DISCARD_FIRST,
                      HACK_FLAG_ORDER, L2_FLUSH_MIN_BYTES, ReferenceError_, TIMING_INPUT_SETS,
                      format_exception, now, stats, truncate, zero_stats)
@@ -43,8 +43,20 @@ INCONSISTENT_ONCE_MS = 10.0
 COMPILED_BACKENDS = ("cuda", "triton", "cute", "tilelang", "thunderkittens", "hip", "cutlass")
 
 
+def _phase_bucket(phase):
+    """'correctness trial 3' -> 'correctness': the phase_seconds key a phase adds to."""
+    for prefix, bucket in (("correctness", "correctness"), ("reference timing", "reference_timing"),
+                           ("torch.compile", "compiled_reference"), ("timing checks", "checks"),
+                           ("time coverage", "coverage"), ("candidate process", "process_start"),
+                           ("reference load", "reference_load")):
+        if phase.startswith(prefix):
+            return bucket
+    return phase.replace(" ", "_")
+
+
 class Evaluation:
-    """run() always returns a complete answer."""
+    """run() always returns a complete answer. ans["phase_seconds"] says where its time went
+    (reference load, candidate process start, compile, correctness, coverage, timing, ...)."""
 
     def __init__(self, worker, req, number):
         self.w = worker
@@ -61,7 +73,9 @@ class Evaluation:
             "time_coverage": -1.0, "kernels": [], "isolation": "process",
         }
         self.flags = set()
-        self.phase = "setup"
+        self._phase = "setup"
+        self._phase_since = now()
+        self.ans["phase_seconds"] = {}
         self.dir = os.path.join(worker.scratch, "eval_%d_%d" % (os.getpid(), number))
         self.files = []
         self.replacements = []
@@ -72,6 +86,18 @@ class Evaluation:
         self.slots = {}  # shared input buffers by use: 0 = correctness / timing set 0, ...
         self.overhead_ms = 0.0
         self._inputs_on_device = False
+
+    @property
+    def phase(self):
+        return self._phase
+
+    @phase.setter
+    def phase(self, name):
+        t = now()
+        spent = self.ans["phase_seconds"]
+        bucket = _phase_bucket(self._phase)
+        spent[bucket] = spent.get(bucket, 0.0) + (t - self._phase_since)
+        self._phase, self._phase_since = name, t
 
     # -- parameters ----------------------------------------------------------------------------
 
@@ -178,6 +204,7 @@ class Evaluation:
                 keep="tail")
         finally:
             self._cleanup()
+            self.phase = "done"  # closes the cleanup phase's time
         if self.proc is not None:
             self.flags |= self.proc.flags
             if self.proc.patched:
@@ -390,10 +417,10 @@ class Evaluation:
     def _start_candidate(self):
         self.phase = "candidate process start"
         self.arena = SharedArena(self.w.cuda, self.w.device)
-        self.proc = CandidateProcess(self.w.zygote, self.deadline)
-        self.proc.request("hello", self.phase)
+        self.proc = self.w.candidate_process(self.deadline, self.phase)
         if self.p["perf_trials"] > 0:
             # the loop's own cost per trial, measured before any candidate code runs there
+            self.phase = "calibration"
             t0 = now()
             ans = self.proc.request("calibrate", "timing calibration", trials=CALIBRATION_TRIALS)
             wall_ms = (now() - t0) * 1000.0
@@ -498,7 +525,10 @@ class Evaluation:
         self.ans["time_coverage"] = cov
         self.ans["kernels"] = [k for k in ans.get("kernels", []) if isinstance(k, dict)][:8]
         self.ans["coverage_method"] = str(ans.get("coverage_method", ""))
-        if not any(k.get("own") for k in self.ans["kernels"]) or cov <= 0.0:
+        own_ran = ans.get("own_kernel_count")
+        if not isinstance(own_ran, int):
+            own_ran = sum(1 for k in self.ans["kernels"] if k.get("own"))
+        if own_ran <= 0 or cov <= 0.0:
             self.flags.add("own_kernels_idle")
         elif cov < self.p["min_time_coverage"]:
             self.flags.add("low_time_coverage")
@@ -534,6 +564,7 @@ class Evaluation:
 
         # the reference is timed first, on sets the candidate's process has not seen yet
         self._time_references([s[0] for s in sets])
+        self.phase = "timing"
 
         bufs, out_spec, out_fds = self._out_buffers(expected[0][0])
         fds = [fd for s in sets for fd in s[2]]

@@ -237,6 +237,15 @@ class Runner:
     # -- ops -----------------------------------------------------------------------------------
 
     def op_hello(self, msg, fds):
+        if self.cuda and msg.get("warm_profiler"):
+            # the profiler's first use in a process (Kineto, CUPTI) costs seconds: paid here,
+            # before the candidate arrives, instead of inside its evaluation
+            from .coverage import warm_up
+            warm_up()
+            # the profiler's first use sets torch attributes of its own: the guard's picture
+            # of an untouched torch is taken again, still before any candidate code
+            self.guard = NamespaceGuard()
+            self.baseline = self.flag_state.snapshot()
         return {"ok": True, "pid": os.getpid()}
 
     def op_calibrate(self, msg, fds):

@@ -75,9 +75,10 @@ def _collect_zombies():
             return
 
 
-def reap(pid):
+def reap(pid, spared=()):
     """Kills the candidate process and everything it left; (its wait status or None, number
-    of other processes that were still running)."""
+    of other processes that were still running). `spared` are the zygote's other candidate
+    processes (a spare started ahead of its candidate): they are not this candidate's."""
     me = os.getpid()
     status = None
     try:
@@ -88,7 +89,7 @@ def reap(pid):
         pass
     others = set()
     for _ in range(50):
-        alive = [p for p in _processes_of(pid, me) if p != pid]
+        alive = [p for p in _processes_of(pid, me) if p != pid and p not in spared]
         others.update(alive)
         for p in alive + ([pid] if status is None else []):
             try:
@@ -113,7 +114,9 @@ def child_main(sock_fd, cuda, no_pch):
     try:
         os.setsid()
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        prctl(PR_SET_DUMPABLE, 1)
+        # non-dumpable like the zygote (inherited, said again): the spare process, started while
+        # a candidate runs, must be out of that candidate's reach (no ptrace, /proc/<pid>/mem)
+        prctl(PR_SET_DUMPABLE, 0)
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
         from .channel import Channel
         from .runner import Runner
@@ -160,6 +163,7 @@ def main(argv=None):
     import kbrl_eval.runner  # noqa: F401
     import kbrl_eval.coverage  # noqa: F401
     control.send({"id": 0, "ready": True, "pid": os.getpid()})
+    children = set()  # candidate processes spawned and not reaped
     while True:
         try:
             msg, fds = control.receive()
@@ -172,9 +176,12 @@ def main(argv=None):
                 control.sock.close()
                 child_main(fds[0], args.device == "cuda", args.no_pch)
             os.close(fds[0])
+            children.add(pid)
             control.send({"id": rid, "pid": pid})
         elif op == "reap":
-            status, leftover = reap(int(msg["pid"]))
+            pid = int(msg["pid"])
+            children.discard(pid)
+            status, leftover = reap(pid, children)
             control.send({"id": rid, "status": status, "leftover": leftover})
         elif op == "exit":
             control.send({"id": rid, "ok": True})

@@ -26,7 +26,7 @@ size_t count_of(const std::string& text, const std::string& needle) {
 
 } // namespace
 
-BOOST_AUTO_TEST_SUITE(eval_kernel_static_only)
+BOOST_AUTO_TEST_SUITE(eval_kernel_static)
 
 BOOST_AUTO_TEST_CASE(honest_files_pass_with_their_warnings) {
   auto r = test::run_command({tool, "--static-only", corpus + "/honest/cuda_dispatch_and2.py",

@@ -417,7 +417,8 @@ class Evaluation:
     def _start_candidate(self):
         self.phase = "candidate process start"
         self.arena = SharedArena(self.w.cuda, self.w.device)
-        self.proc = self.w.candidate_process(self.deadline, self.phase)
+        self.proc = self.w.candidate_process(self.deadline, self.phase,
+                                             warm_profiler=self._profiles_coverage())
         if self.p["perf_trials"] > 0:
             # the loop's own cost per trial, measured before any candidate code runs there
             self.phase = "calibration"
@@ -512,10 +513,13 @@ class Evaluation:
                 n - passed, n, first["note"] if first else "?"))
         return self.ans["correct"]
 
+    def _profiles_coverage(self):
+        return (self.w.cuda and self.p["profile_coverage"]
+                and self.p["backend"] in COMPILED_BACKENDS)
+
     def _coverage(self):
         """Which GPU kernels did the work: the candidate's own, or PyTorch's."""
-        if not (self.w.cuda and self.p["profile_coverage"]
-                and self.p["backend"] in COMPILED_BACKENDS):
+        if not self._profiles_coverage():
             return
         self.phase = "time coverage"
         ans = self.proc.request("profile", self.phase,

@@ -92,10 +92,12 @@ class Worker:
             except Exception:  # noqa: BLE001
                 pass
 
-    def candidate_process(self, deadline, during):
+    def candidate_process(self, deadline, during, warm_profiler):
         """A candidate process that has answered its hello: the oldest spare when it is
         healthy, else a fresh one (a spare that died before any candidate code ran is no
-        candidate's fault)."""
+        candidate's fault). With warm_profiler the process has used the profiler once before
+        any candidate code: a process's first profile sets torch attributes (the namespace
+        guard would call them the candidate's patches) and can miss kernels."""
         from .candidate_process import CandidateGone, CandidateProcess
         proc = self.spares.pop(0) if self.spares else None
         if proc is not None:
@@ -106,6 +108,7 @@ class Worker:
                 proc = None
         if proc is None:
             proc = CandidateProcess(self.zygote, deadline)
+            proc.say_hello(warm_profiler=warm_profiler and self.cuda)
             proc.ready(deadline, during)
         self.start_spare()  # the next one starts up while this candidate is evaluated
         return proc

@@ -52,15 +52,15 @@ def _stat(pid):
     return int(rest[1]), int(rest[3])
 
 
-def _processes_of(session, parent):
-    """Live processes in the candidate's session, or re-parented to the zygote."""
+def _processes_of(session, parents):
+    """Live processes in the candidate's session, or children of one of `parents`."""
     found = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         pid = int(name)
         st = _stat(pid)
-        if st is not None and (st[1] == session or st[0] == parent):
+        if st is not None and (st[1] == session or st[0] in parents):
             found.append(pid)
     return found
 
@@ -89,22 +89,25 @@ def reap(pid, spared=()):
         pass
     others = set()
     for _ in range(50):
-        alive = [p for p in _processes_of(pid, me) if p != pid and p not in spared]
+        # the candidate's session, its children (in sessions of their own) and whatever was
+        # re-parented to the zygote when their parents died
+        alive = [p for p in _processes_of(pid, (me, pid)) if p != pid and p not in spared]
         others.update(alive)
-        for p in alive + ([pid] if status is None else []):
+        killing_candidate = status is None
+        for p in alive + ([pid] if killing_candidate else []):
             try:
                 os.kill(p, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        if status is None:
+        if killing_candidate:
             try:
                 os.waitpid(pid, 0)
             except ChildProcessError:
                 pass
             status = -1  # killed by us
         _collect_zombies()
-        if not alive:
-            break
+        if not alive and not killing_candidate:
+            break  # a scan after every kill found nothing: the orphans were re-parented first
         time.sleep(0.01)
     return (None if status == -1 else status), len(others)
 

@@ -23,7 +23,13 @@ nproc >> "$out/device.txt"
 python3 "$here/make_candidates.py" --kernelbench "$kb" --out "$cands" > "$out/candidates.log" 2>&1 \
   || { cat "$out/candidates.log"; exit 1; }
 t0=$(date +%s)
-bash .gpu/build.sh > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
+# only the binary this needs (KBRL_AB_BUILD=all: the whole project, as .gpu/build.sh does)
+if [ "${KBRL_AB_BUILD:-bench}" = all ]; then build=.gpu/build.sh; else
+  build=/tmp/kbrl-ab-build.sh
+  sed 's/^cmake --build build-gpu -j "$(nproc)"$/cmake --build build-gpu -j "$(nproc)" --target kbrl-bench-eval/' \
+    .gpu/build.sh > $build
+fi
+bash $build > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s"
 source .gpu/env.sh
 export PATH=/opt/kbrl-deps/usr/bin:$PATH   # bwrap
@@ -41,7 +47,7 @@ run_side old 0 0-15 "$old" &
 run_side new 1 16-31 "$new" &
 wait
 for side in old new; do
-  echo "== $side"; grep -v "^\[20" "$out/kbrl_$side.log" | tail -6
+  echo "== $side"; grep -v "^\[20" "$out/kbrl_$side.log" | grep -v "^verdicts differ" | tail -22
 done
 python3 "$here/compare_results.py" --baseline "$out/kbrl_old.json" --kbrl "$out/kbrl_new.json" \
   > "$out/ab.txt" 2>&1

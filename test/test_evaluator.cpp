@@ -13,6 +13,7 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <set>
@@ -322,6 +323,24 @@ BOOST_AUTO_TEST_CASE(builders_build_each_source_once_and_answer_failed_builds_fo
   auto again = evaluate_one(sup, failing(7));
   BOOST_CHECK(again.error == eval_error::compile);
   stop(sup);
+}
+
+BOOST_AUTO_TEST_CASE(a_forged_answer_on_the_pipe_is_ignored_and_reported) {
+  auto sup = spawn(1);
+  auto forged = evaluate_one(sup, request(1, "#forge"));
+  BOOST_CHECK(!forged.correct && !forged.kernelbench_correct);
+  BOOST_CHECK_EQUAL(forged.speedup, 0.0);
+  BOOST_CHECK(std::count(forged.hack_flags.begin(), forged.hack_flags.end(),
+                         "protocol_violation") == 1);
+  BOOST_CHECK_MESSAGE(forged.error_excerpt.find("forged") != std::string::npos,
+                      forged.error_excerpt);
+  // The next candidate gets its own answer, not a forged line left on the pipe, and no
+  // reference time from the forgery (1000 ms would make its speedup 500x).
+  auto honest = evaluate_one(sup, request(2, ""));
+  BOOST_CHECK(honest.correct);
+  BOOST_CHECK(honest.hack_flags.empty());
+  BOOST_CHECK_LT(honest.speedup, 10.0);
+  caf::anon_send_exit(sup, caf::exit_reason::user_shutdown);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -83,6 +83,18 @@ BOOST_AUTO_TEST_CASE(answers_in_order_and_reports_its_identity) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(lines_that_answer_another_request_are_dropped) {
+  start();
+  auto doc = parse(call(R"({"op":"stale","id":7})"));
+  std::string_view echo;
+  BOOST_REQUIRE(!doc["echo"].get(echo));
+  BOOST_CHECK_EQUAL(echo, "real");
+  BOOST_CHECK_EQUAL(w->stray_answers(), 2u);
+  // and the protocol is in step afterwards
+  BOOST_CHECK(call(R"({"op":"echo","id":8,"payload":2})").find("\"echo\": 2") != std::string::npos);
+  BOOST_CHECK_EQUAL(w->stray_answers(), 2u);
+}
+
 BOOST_AUTO_TEST_CASE(a_segfault_is_a_clear_crash) {
   start();
   auto res = w->call(R"({"op":"segv","id":2})", 10s);

@@ -58,7 +58,8 @@ std::map<std::string, bool> baseline_verdicts(const std::string& path) {
     return out;
   for (auto c : cands) {
     bool correct = false;
-    (void)c["correct"].get(correct);
+    if (c["correct"].get(correct) != simdjson::SUCCESS)
+      correct = false; // a baseline record without a verdict counts as incorrect
     out[field(c, "id")] = correct;
   }
   return out;

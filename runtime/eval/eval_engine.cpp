@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <unistd.h>
 
 namespace kbrl::eval {
@@ -108,6 +109,9 @@ std::string source_hash(std::string_view text) {
 }
 
 eval_engine::eval_engine(engine_options opts) : opts_(std::move(opts)) {
+  // Request ids start at a random point (below 2^40: exact in any JSON reader), so that a line
+  // forged onto the answer pipe cannot name the request it pretends to answer.
+  next_id_ = 1 + (std::random_device{}() * 256ull) % (1ull << 40);
   load_reference_cache();
 }
 
@@ -412,7 +416,12 @@ eval_result eval_engine::evaluate(const eval_request& req) {
     .field("timeout_s", t.timeout_s)
     .end_object();
   auto deadline = std::chrono::milliseconds(static_cast<int64_t>(t.timeout_s * 1000));
+  const auto stray_before = worker_->stray_answers();
   auto answer = request(w.str(), deadline);
+  // Lines on the answer pipe that did not answer this request: something wrote there during
+  // this candidate's evaluation. The real answer is still the worker's, but nothing of this
+  // evaluation is trusted: not correct, and its reference times are not kept.
+  const bool forged = worker_->stray_answers() > stray_before;
   ++evaluations_;
   ++since_start_;
   auto printed = worker_->take_output();
@@ -438,9 +447,18 @@ eval_result eval_engine::evaluate(const eval_request& req) {
   auto answered_compiled = res.compiled_reference_runtime;
   res.reference_runtime = {};
   res.compiled_reference_runtime = {};
+  if (forged) {
+    res.correct = res.strict_correct = res.kernelbench_correct = false;
+    res.hack_flags.push_back("protocol_violation");
+    res.error_excerpt = bounded("lines that answered no request appeared on the worker's answer "
+                                "pipe during this evaluation (a forged verdict?); they were "
+                                "ignored\n" + res.error_excerpt, opts_.excerpt_bytes);
+    if (res.error == eval_error::none)
+      res.error = eval_error::mismatch;
+  }
   if (time_reference) {
     res.reference_runtime = answered_reference;
-    if (res.reference_runtime.trials > 0)
+    if (res.reference_runtime.trials > 0 && !forged)
       remember_reference(key, res.reference_runtime);
   } else if (cached != reference_times_.end()) {
     res.reference_runtime = cached->second;
@@ -448,7 +466,7 @@ eval_result eval_engine::evaluate(const eval_request& req) {
   }
   if (time_compiled) {
     res.compiled_reference_runtime = answered_compiled;
-    if (res.compiled_reference_runtime.trials > 0)
+    if (res.compiled_reference_runtime.trials > 0 && !forged)
       remember_reference(compiled_key, res.compiled_reference_runtime);
   } else if (want_compiled && compiled_cached != reference_times_.end()) {
     res.compiled_reference_runtime = compiled_cached->second;

@@ -3,6 +3,8 @@
 #include "messages/errors.hpp"
 #include "runtime/node/clock.hpp"
 
+#include <simdjson.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -12,6 +14,7 @@
 #include <filesystem>
 #include <grp.h>
 #include <mutex>
+#include <optional>
 #include <poll.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -387,8 +390,26 @@ captured_output worker_process::take_output() {
   return out;
 }
 
+namespace {
+
+/// The integer "id" of a JSON object line; nullopt when it is not one or has none.
+std::optional<int64_t> line_id(std::string_view line) {
+  thread_local simdjson::dom::parser parser;
+  simdjson::padded_string padded(line);
+  simdjson::dom::object obj;
+  if (parser.parse(padded).get(obj))
+    return std::nullopt;
+  int64_t id = 0;
+  if (obj["id"].get(id))
+    return std::nullopt;
+  return id;
+}
+
+} // namespace
+
 caf::expected<std::string> worker_process::call(const std::string& request,
                                                 std::chrono::milliseconds deadline) {
+  auto want = line_id(request);
   if (!alive())
     return make_error(errc::worker_crashed, "the worker " + exit_description());
   std::string line = request + "\n";
@@ -410,7 +431,12 @@ caf::expected<std::string> worker_process::call(const std::string& request,
     if (nl != std::string::npos) {
       auto answer = pending_.substr(0, nl);
       pending_.erase(0, nl + 1);
-      return answer;
+      if (!want || line_id(answer) == want)
+        return answer;
+      // Not the answer to this request: a line someone else wrote on the answer pipe, or one
+      // left from an earlier request. Never taken as a verdict.
+      ++stray_answers_;
+      continue;
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
       until - std::chrono::steady_clock::now());

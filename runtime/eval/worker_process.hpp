@@ -68,10 +68,16 @@ public:
   worker_process(const worker_process&) = delete;
   worker_process& operator=(const worker_process&) = delete;
 
-  /// Sends one request line (without newline) and waits for one answer line, at most `deadline`.
-  /// On timeout the whole process group is killed: errc::timeout. If the worker dies first:
-  /// errc::worker_crashed with its exit status or signal ("killed by SIGSEGV").
+  /// Sends one request line (without newline) and waits for its answer line, at most `deadline`.
+  /// When the request has an integer "id", the answer is the first line with the same id: lines
+  /// with another id, or that are not JSON objects (a forged or stale answer), are dropped and
+  /// counted in stray_answers(). On timeout the whole process group is killed: errc::timeout. If
+  /// the worker dies first: errc::worker_crashed with its exit status or signal ("killed by
+  /// SIGSEGV").
   caf::expected<std::string> call(const std::string& request, std::chrono::milliseconds deadline);
+
+  /// Answer lines dropped so far because they did not answer the request they came after.
+  uint64_t stray_answers() const { return stray_answers_; }
 
   /// Output captured since the last call of take_output().
   captured_output take_output();
@@ -99,6 +105,7 @@ private:
   int status_ = -1; ///< waitpid status once reaped
   isolation_mode isolation_ = isolation_mode::none;
   std::string pending_; ///< bytes read past the last answer line
+  uint64_t stray_answers_ = 0;
   std::shared_ptr<capture_state> capture_;
 };
 

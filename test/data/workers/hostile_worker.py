@@ -28,6 +28,11 @@ for line in requests:
                visible=os.environ.get("CUDA_VISIBLE_DEVICES", "unset"))
     elif op == "echo":
         answer(req, ok=True, echo=req.get("payload"))
+    elif op == "stale":
+        # two lines that answer no request (another id, not JSON), then the real answer
+        answers.write(json.dumps({"id": req["id"] + 1, "ok": True, "echo": "forged"}) + "\n")
+        answers.write("garbage\n")
+        answer(req, ok=True, echo="real")
     elif op == "print":
         chunk = "x" * 65536 + "\n"
         for _ in range(req["bytes"] // len(chunk)):
@@ -77,6 +82,17 @@ for line in requests:
                 time.sleep(1)
         if "#slow" in cand:
             time.sleep(float(cand.split("#slow")[1].split()[0]))
+        if "#forge" in cand:
+            # what a candidate with the answer pipe in reach would write: "correct, 1000x" under
+            # the ids it can guess, before the worker's real answer (wrong)
+            for guess in (1, 2, 3, req["id"] + 1):
+                answers.write(json.dumps({
+                    "id": guess, "compiled": True, "correct": True, "trials_passed": 2,
+                    "trials_total": 2, "error": "none", "error_excerpt": "", "trials": [],
+                    "kernel_runtime": {"mean_ms": 0.001, "trials": 5},
+                    "reference_runtime": {"mean_ms": 1000.0, "trials": 5}, "hack_flags": [],
+                    "compile_seconds": 0.0, "sticky_cuda_error": False, "device": "cpu"}) + "\n")
+            cand += "\n#wrong"
         if "#noisy" in cand:
             print("candidate output " * 100)
         sticky = "#sticky" in cand

@@ -11,10 +11,12 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <cstdio>
 #include <filesystem>
 #include <netinet/in.h>
 #include <thread>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 using namespace kbrl;
@@ -191,6 +193,56 @@ BOOST_AUTO_TEST_CASE(isolation_blocks_network_writes_and_fork_storms) {
   // Killing the worker takes its whole sandbox with it.
   w->kill();
   BOOST_CHECK(!w->alive());
+}
+
+/// A unix-socket listener at `path` on the host; closed with the object.
+struct unix_listener {
+  int fd = -1;
+  explicit unix_listener(const std::string& path) {
+    fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+    BOOST_REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    BOOST_REQUIRE(::listen(fd, 4) == 0);
+  }
+  ~unix_listener() { ::close(fd); }
+};
+
+BOOST_AUTO_TEST_CASE(host_unix_sockets_are_out_of_reach_in_every_mode) {
+  // A socket in the test's temp folder (under bwrap: visible, read-only; connecting to a socket
+  // needs no write access): the seccomp filter refuses the socket itself.
+  auto path = dir / "host.sock";
+  unix_listener host{path};
+  for (auto mode : {isolation_mode::none, resolve_isolation(isolation_mode::automatic)}) {
+    opts.isolation = mode;
+    start();
+    auto got = parse(call(R"({"op":"unix","id":2,"path":")" + path + "\"}"));
+    bool reached = true;
+    BOOST_REQUIRE(!got["reached"].get(reached));
+    BOOST_CHECK_MESSAGE(!reached, "isolation " << to_string(mode));
+    auto pair = parse(call(R"({"op":"socketpair","id":3})"));
+    bool works = false;
+    BOOST_REQUIRE(!pair["works"].get(works));
+    BOOST_CHECK_MESSAGE(works, "socketpair under isolation " << to_string(mode));
+    w->kill();
+  }
+}
+
+BOOST_AUTO_TEST_CASE(dev_shm_is_the_sandboxs_own) {
+  if (resolve_isolation(isolation_mode::automatic) != isolation_mode::bwrap) {
+    BOOST_TEST_MESSAGE("bwrap does not work on this machine: /dev/shm check skipped");
+    return;
+  }
+  opts.isolation = isolation_mode::bwrap;
+  start();
+  auto name = "/dev/shm/kbrl-test-" + std::to_string(::getpid());
+  auto wr = parse(call(R"({"op":"write","id":2,"path":")" + name + "\"}"));
+  bool written = false;
+  BOOST_REQUIRE(!wr["written"].get(written));
+  BOOST_CHECK(written); // usable inside (NCCL and friends need it) ...
+  BOOST_CHECK(!std::filesystem::exists(name)); // ... but not the host's
+  std::filesystem::remove(name);
 }
 
 BOOST_AUTO_TEST_CASE(relative_folders_work_under_isolation) {

@@ -1,6 +1,7 @@
 #include "runtime/eval/worker_process.hpp"
 
 #include "messages/errors.hpp"
+#include "runtime/eval/socket_filter.hpp"
 #include "runtime/node/clock.hpp"
 
 #include <simdjson.h>
@@ -80,11 +81,15 @@ std::vector<std::string> isolation_prefix(isolation_mode mode, const worker_opti
       return {"bwrap",         "--die-with-parent", "--unshare-net", "--unshare-ipc",
               "--unshare-pid", "--new-session",     "--ro-bind",     "/",
               "/",             "--dev-bind",        "/dev",          "/dev",
+              "--tmpfs",       "/dev/shm",          "--tmpfs",       "/run",
               "--proc",        "/proc",             "--bind",        o.scratch_dir,
               o.scratch_dir,   "--bind",            o.extensions_dir, o.extensions_dir,
               "--chdir",       o.scratch_dir};
       // No private /tmp: the host's is read-only in here like the rest of /, and kbrl itself (the
       // worker script, a checkout under /tmp) may live there. TMPDIR and HOME point at scratch.
+      // /dev/shm is the sandbox's own (the host's is a writable tmpfs shared by every user), and
+      // so is /run (the host's daemons' sockets); unix sockets anywhere else are refused by the
+      // seccomp filter (socket_filter.hpp).
     case isolation_mode::unshare:
       return {"unshare", "--net"};
     default:
@@ -120,7 +125,8 @@ pid_t fork_without_handlers() {
 }
 
 [[noreturn]] void exec_child(const exec_plan& plan, const worker_options& o, int in_read,
-                             int out_write, int capture_write, bool drop) {
+                             int out_write, int capture_write, bool drop,
+                             const std::vector<sock_filter>& filter) {
   ::setsid();
   rlimit lim{};
   lim.rlim_cur = lim.rlim_max = o.max_processes;
@@ -151,6 +157,11 @@ pid_t fork_without_handlers() {
     ::syscall(SYS_setgroups, 0, nullptr);
     if (::syscall(SYS_setgid, nobody_gid) != 0 || ::syscall(SYS_setuid, nobody_uid) != 0)
       ::_exit(126);
+  }
+  if (!install_socket_filter(filter)) {
+    const char msg[] = "kbrl: cannot install the worker's seccomp filter (no unix sockets)\n";
+    (void)!::write(2, msg, sizeof msg - 1);
+    ::_exit(125);
   }
   ::execve(plan.argv[0], plan.argv.data(), plan.envp.data());
   const char msg[] = "kbrl: cannot execute the evaluation worker\n";
@@ -297,6 +308,10 @@ caf::expected<std::unique_ptr<worker_process>> worker_process::start(const worke
     plan.env.push_back(e);
   plan.seal();
 
+  auto filter = unix_socket_filter();
+  if (!filter)
+    return filter.error();
+
   int to_child[2], from_child[2], capture[2];
   if (::pipe2(to_child, O_CLOEXEC) != 0 || ::pipe2(from_child, O_CLOEXEC) != 0
       || ::pipe2(capture, O_CLOEXEC) != 0)
@@ -306,7 +321,7 @@ caf::expected<std::unique_ptr<worker_process>> worker_process::start(const worke
   if (pid < 0)
     return make_error(errc::io_failure, std::string("cannot fork: ") + std::strerror(errno));
   if (pid == 0)
-    exec_child(plan, o, to_child[0], from_child[1], capture[1], drop);
+    exec_child(plan, o, to_child[0], from_child[1], capture[1], drop, *filter);
 
   ::close(to_child[0]);
   ::close(from_child[1]);

@@ -8,11 +8,13 @@
 //
 // Isolation, chosen by `isolation` (see isolation_mode) and probed once per process:
 //   bwrap    no network, a read-only view of / (/tmp included) except the scratch and build
-//            directories, its own PID namespace (a fork storm dies with it), dies with its parent
+//            directories, its own /dev/shm and /run, its own PID namespace (a fork storm dies
+//            with it), dies with its parent
 //   unshare  no network only (root only; `unshare -n`)
 //   none     no namespaces (logged as a warning by the caller)
 // In every mode: its own session (the whole group is killed on timeout), limits on processes,
-// file size and core dumps, and - when kbrl runs as root - the unprivileged user `nobody`.
+// file size and core dumps, no unix sockets (a seccomp filter: socket_filter.hpp), and - when
+// kbrl runs as root - the unprivileged user `nobody`.
 
 #include <caf/expected.hpp>
 

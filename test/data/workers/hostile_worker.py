@@ -65,6 +65,19 @@ for line in requests:
             answer(req, ok=True, reached=True)
         except OSError as e:
             answer(req, ok=True, reached=False, error=str(e))
+    elif op == "unix":
+        try:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(2)
+            s.connect(req["path"])
+            s.close()
+            answer(req, ok=True, reached=True)
+        except OSError as e:
+            answer(req, ok=True, reached=False, error=str(e))
+    elif op == "socketpair":  # what the real worker's channels use: must keep working
+        a, b = socket.socketpair()
+        a.sendall(b"x")
+        answer(req, ok=True, works=b.recv(1) == b"x")
     elif op == "write":
         try:
             with open(req["path"], "w") as f:

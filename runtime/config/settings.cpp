@@ -303,7 +303,9 @@ const std::vector<setting>& all_settings() {
      "the source tree."},
     {"eval.isolation", setting_kind::string, "\"auto\"",
      "How workers are fenced off: bwrap (no network, read-only filesystem except scratch, own "
-     "PID namespace), unshare (no network; root only), none, or auto (the strongest that works).",
+     "PID namespace, /dev/shm and /run), unshare (no network; root only), none (no sandbox: "
+     "every verdict says so), or auto (bwrap, and a refusal to evaluate where it does not work). "
+     "In every mode the worker may not open unix sockets.",
      {"auto", "bwrap", "unshare", "none"}},
     {"eval.inputs_on", setting_kind::string, "\"device\"",
      "Where get_inputs() draws its random tensors: device (on the GPU, seconds faster for large "

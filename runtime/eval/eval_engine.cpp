@@ -483,6 +483,9 @@ eval_result eval_engine::evaluate(const eval_request& req) {
   }
   if (printed.total_bytes > 0 && res.error != eval_error::none && res.error_excerpt.empty())
     res.error_excerpt = bounded(printed.text(), opts_.excerpt_bytes);
+  if (worker_->isolation() == isolation_mode::none)
+    res.isolation += res.isolation.empty() ? "no sandbox (eval.isolation = none)"
+                                           : ", no sandbox (eval.isolation = none)";
 
   // 4. After a CUDA error the context may be poisoned for everything that follows.
   if (parsed->sticky_cuda_error) {

@@ -75,10 +75,17 @@ struct exec_plan {
   }
 };
 
+/// The bubblewrap program: $KBRL_BWRAP when set (a test points it at a missing file to see a
+/// machine without one), else bwrap on PATH.
+std::string bwrap_command() {
+  const char* env = std::getenv("KBRL_BWRAP");
+  return env != nullptr && *env != '\0' ? env : "bwrap";
+}
+
 std::vector<std::string> isolation_prefix(isolation_mode mode, const worker_options& o) {
   switch (mode) {
     case isolation_mode::bwrap:
-      return {"bwrap",         "--die-with-parent", "--unshare-net", "--unshare-ipc",
+      return {bwrap_command(), "--die-with-parent", "--unshare-net", "--unshare-ipc",
               "--unshare-pid", "--new-session",     "--ro-bind",     "/",
               "/",             "--dev-bind",        "/dev",          "/dev",
               "--tmpfs",       "/dev/shm",          "--tmpfs",       "/run",
@@ -235,11 +242,11 @@ isolation_mode resolve_isolation(isolation_mode requested) {
     auto works = [](const std::string& cmd) { return std::system(cmd.c_str()) == 0; };
     // As root the worker runs as nobody: bwrap must work for that user (user namespaces).
     std::string as_worker = is_root() ? "setpriv --reuid=65534 --regid=65534 --clear-groups " : "";
-    if (works(as_worker + "bwrap --die-with-parent --unshare-net --unshare-pid --ro-bind / / "
-                          "--dev-bind /dev /dev --proc /proc true >/dev/null 2>&1"))
+    if (works(as_worker + bwrap_command() + " --die-with-parent --unshare-net --unshare-pid "
+                          "--ro-bind / / --dev-bind /dev /dev --proc /proc true >/dev/null 2>&1"))
       return isolation_mode::bwrap;
-    if (is_root() && works("unshare --net true >/dev/null 2>&1"))
-      return isolation_mode::unshare;
+    // Not `unshare`: it only takes the network away (and as root, the worker runs as nobody,
+    // who may not unshare); `auto` means a sandbox or a refusal
     return isolation_mode::none;
   }();
   return resolved;
@@ -279,6 +286,13 @@ caf::expected<std::unique_ptr<worker_process>> worker_process::start(const worke
                                               + std::strerror(errno));
   }
   auto mode = resolve_isolation(o.isolation);
+  if (o.isolation == isolation_mode::automatic && mode == isolation_mode::none)
+    return make_error(errc::invalid_config,
+                      "no sandbox for the evaluation worker: " + bwrap_command()
+                        + " is missing or does not work on this machine (it needs unprivileged "
+                          "user namespaces), so generated kernels would run with this node's "
+                          "rights. Install bubblewrap (tools/setup.sh does), or set "
+                          "eval.isolation = \"none\" to evaluate without a sandbox");
 
   exec_plan plan;
   auto prefix = isolation_prefix(mode, o);

@@ -33,7 +33,9 @@ enum class isolation_mode { automatic, bwrap, unshare, none };
 caf::expected<isolation_mode> parse_isolation(const std::string& text);
 const char* to_string(isolation_mode mode);
 
-/// The strongest mode that works on this machine (probed by running `true` under it once).
+/// `requested`, or for automatic: bwrap when it works on this machine (probed by running `true`
+/// under it once), else none - which worker_process::start then refuses: only an explicit
+/// isolation = none runs a worker without a sandbox.
 isolation_mode resolve_isolation(isolation_mode requested);
 
 /// How to start a worker. Every field states its default.

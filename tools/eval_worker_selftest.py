@@ -16,7 +16,8 @@ Header keys: problem, expect_error (none|compile|runtime|mismatch|timeout|infras
 crashed|killed), expect_correct, expect_compiled, expect_sticky, expect_flags (comma list, the
 exact set; default none), allow_flags, expect_kernelbench_correct (KernelBench's own verdict),
 expect_excerpt (a text the error excerpt must contain), requires (cpu|cuda|triton), and request overrides: precision,
-backend, trials, perf_trials, warmup, timeout_s, deadline_s (the driver's own kill deadline).
+backend, trials, perf_trials, warmup, timeout_s, memory_limit_mb, deadline_s (the driver's own
+kill deadline).
 A key with the suffix _cuda or _cpu (expect_error_cuda=mismatch) applies on that device only.
 """
 
@@ -217,6 +218,8 @@ def make_request(args, reference, candidate, meta=None):
            "seed": args.seed, "atol": args.atol, "rtol": args.rtol,
            "time_reference": not args.no_time_reference,
            "timeout_s": float(meta.get("timeout_s", args.timeout))}
+    if "memory_limit_mb" in meta:
+        req["memory_limit_mb"] = float(meta["memory_limit_mb"])
     if args.build_dir:
         req["build_dir"] = args.build_dir
     return req

@@ -340,6 +340,11 @@ const std::vector<setting>& all_settings() {
      "Compiled backends on a GPU: a candidate whose own kernels take less than this share of "
      "its GPU time (0 to 1) is flagged low_time_coverage (see reward.low_coverage).",
      {}, 0, 1},
+    {"eval.memory_limit_gb", setting_kind::real, "16.0",
+     "Resident memory a candidate's process (with the processes it starts) may hold, in GiB; "
+     "past it the process is killed and the verdict is a runtime error flagged memory_limit. "
+     "Host memory only: the GPU's is bounded by the device.",
+     {}, 0.25},
     {"eval.profile_coverage", setting_kind::boolean, "true",
      "Measure that share (the time coverage) with one extra profiled call per timed candidate; "
      "false: not measured (time_coverage -1), so neither own_kernels_idle nor "

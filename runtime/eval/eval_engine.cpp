@@ -336,6 +336,7 @@ eval_result eval_engine::build(const eval_request& req) {
     .field("id", next_id_++)
     .field("candidate", req.candidate_source)
     .field("build_dir", build_dir_of(req.candidate_source))
+    .field("memory_limit_mb", opts_.memory_limit_gb * 1024.0)
     .end_object();
   auto answer =
     request(w.str(), std::chrono::milliseconds(static_cast<int64_t>(req.timing.timeout_s * 1000)));
@@ -412,6 +413,7 @@ eval_result eval_engine::evaluate(const eval_request& req) {
     .field("strict_norm_tol", opts_.strict_norm_tol)
     .field("min_time_coverage", opts_.min_time_coverage)
     .field("profile_coverage", opts_.profile_coverage)
+    .field("memory_limit_mb", opts_.memory_limit_gb * 1024.0)
     .field("build_dir", build_dir_of(req.candidate_source))
     .field("timeout_s", t.timeout_s)
     .end_object();

@@ -58,6 +58,8 @@ struct engine_options {
   double min_time_coverage = 0.05;
   /// Measure the time coverage at all (one extra profiled call per timed candidate).
   bool profile_coverage = true;
+  /// Resident memory of a candidate's process and its children, GiB (the worker kills it past).
+  double memory_limit_gb = 16;
   std::chrono::milliseconds start_timeout{120000}; ///< importing torch + first CUDA context
   std::chrono::milliseconds canary_timeout{30000};
   size_t excerpt_bytes = 4000;      ///< longest error excerpt kept

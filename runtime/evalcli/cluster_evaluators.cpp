@@ -109,7 +109,7 @@ const std::vector<std::string>& verdict_keys() {
                                              "eval.timing_input_sets",   "eval.correctness",
                                              "eval.strict_rtol",         "eval.strict_floor",
                                              "eval.strict_norm_tol",     "eval.min_time_coverage",
-                                             "eval.profile_coverage"};
+                                             "eval.profile_coverage",    "eval.memory_limit_gb"};
   return keys;
 }
 

@@ -44,7 +44,7 @@ using setting_values = std::vector<std::pair<std::string, std::string>>;
 /// The run-config keys that decide a verdict on the evaluator node (the request does not carry
 /// them): eval.reference_mode, eval.rules_off/warn/error, eval.suspicious_speedup,
 /// eval.inputs_on, eval.timing_input_sets, eval.correctness, eval.strict_rtol/floor/norm_tol,
-/// eval.min_time_coverage, eval.profile_coverage.
+/// eval.min_time_coverage, eval.profile_coverage, eval.memory_limit_gb.
 const std::vector<std::string>& verdict_keys();
 
 /// The values of verdict_keys() in `run`.

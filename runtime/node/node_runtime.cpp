@@ -222,6 +222,7 @@ eval::engine_options evaluation_engine_options(const config::run_config& run) {
   o.strict_norm_tol = run.get_real("eval.strict_norm_tol");
   o.min_time_coverage = run.get_real("eval.min_time_coverage");
   o.profile_coverage = run.get_bool("eval.profile_coverage");
+  o.memory_limit_gb = run.get_real("eval.memory_limit_gb");
   auto cache_dir = run.get_string("eval.cache_dir");
   // Builds are shared only when eval.cache_dir is named, as in kbrl-eval
   // (runtime/evalcli/evaluator_setup.cpp); otherwise a node builds in its run directory

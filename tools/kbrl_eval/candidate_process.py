@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 from .channel import Channel, ChannelClosed, ChannelTimeout, ProtocolViolation
@@ -117,6 +118,75 @@ class Zygote:
             self.proc = None
 
 
+def _rss_bytes(pid):
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _session_members(session):
+    """Processes in a session (the candidate's process and whatever it started there)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % name) as f:
+                text = f.read()
+            if int(text[text.rfind(")") + 2:].split()[3]) == session:
+                found.append(int(name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+class MemoryWatch:
+    """Kills a candidate's process when the resident memory of its session (the process and its
+    children there) passes a limit. A thread polls /proc: an address-space limit would break
+    CUDA (its context reserves far more virtual memory than it uses), and cgroups are not
+    available everywhere. A child that leaves the session is caught by the zygote's reap, not
+    here."""
+
+    POLL_S = 0.05
+
+    def __init__(self, pid, limit_bytes):
+        self.pid = pid
+        self.limit = limit_bytes
+        self.peak = 0
+        self.tripped = 0  # the session's RSS when it was killed
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="kbrl-memory-watch", daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        members, polls = [self.pid], 0
+        while not self._stop.wait(self.POLL_S):
+            if polls % 10 == 0:  # the session's members every 0.5 s, their memory every poll
+                members = _session_members(self.pid)
+                if self.pid not in members:
+                    return  # gone
+            polls += 1
+            rss = sum(_rss_bytes(p) for p in members)
+            self.peak = max(self.peak, rss)
+            if rss > self.limit:
+                self.tripped = rss
+                for p in members:
+                    try:
+                        os.kill(p, signal.SIGKILL)
+                    except OSError:
+                        pass
+                return
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(timeout=1.0)
+
+
 class CandidateProcess:
     """One candidate's process, for one evaluation."""
 
@@ -132,6 +202,15 @@ class CandidateProcess:
         self.closed = False
         self._hello = None  # request id of a hello sent ahead, not yet answered
         self._greeted = False
+        self.memory = None  # MemoryWatch, from watch_memory() on
+        self.memory_limit = 0
+
+    def watch_memory(self, limit_bytes):
+        """From now on the process (and its session) may hold at most limit_bytes resident;
+        past it the process is killed and its loss reported as a memory-limit error."""
+        if limit_bytes > 0 and self.memory is None:
+            self.memory_limit = limit_bytes
+            self.memory = MemoryWatch(self.pid, limit_bytes)
 
     def say_hello(self, warm_profiler=False):
         """Sends the first request without waiting: the process initialises CUDA (and, asked
@@ -159,6 +238,11 @@ class CandidateProcess:
 
     def _gone(self, kind, text):
         self.close()
+        if self.memory is not None and self.memory.tripped:
+            raise CandidateGone("memory", "the candidate's process used %.2f GiB of memory, more "
+                                "than the limit of %.2f GiB (eval.memory_limit_gb), and was "
+                                "killed" % (self.memory.tripped / 2.0 ** 30,
+                                            self.memory_limit / 2.0 ** 30))
         if kind == "crashed":
             text = "%s (%s)" % (text, _describe_status(self.status))
         raise CandidateGone(kind, text)
@@ -230,6 +314,8 @@ class CandidateProcess:
         if self.closed:
             return
         self.closed = True
+        if self.memory is not None:
+            self.memory.stop()
         try:
             self.ch.close()
             self.status, self.leftover = self.zygote.reap(self.pid)

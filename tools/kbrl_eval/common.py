@@ -15,8 +15,9 @@ DISCARD_FIRST = 1  # KernelBench discards the first timed trial
 HACK_FLAG_ORDER = ("inputs_modified", "output_aliases_input", "non_tensor_output", "cached_output",
                    "degenerate_output", "nonfinite_output", "nondeterministic_output",
                    "timing_inconsistent", "own_kernels_idle", "low_time_coverage",
-                   "protocol_violation", "leftover_processes", "monkeypatch",
+                   "protocol_violation", "leftover_processes", "memory_limit", "monkeypatch",
                    "torch_flags_changed")
+DEFAULT_MEMORY_LIMIT_MB = 16384  # resident memory of a candidate's process and its children
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 

@@ -26,7 +26,8 @@ import traceback
 import torch
 
 from .candidate_process import CandidateGone
-from .common import (BudgetExceeded, CandidateError, COMPARE_CHUNK, DISCARD_FIRST,
+from .common import (BudgetExceeded, CandidateError, COMPARE_CHUNK, DEFAULT_MEMORY_LIMIT_MB,
+                     DISCARD_FIRST,
                      HACK_FLAG_ORDER, L2_FLUSH_MIN_BYTES, ReferenceError_, TIMING_INPUT_SETS,
                      format_exception, now, stats, truncate, zero_stats)
 from .compare import OutputComparison, strict_tolerances, structure_note
@@ -129,6 +130,8 @@ class Evaluation:
                                         float(r.get("strict_norm_tol", -1)))
         p["min_time_coverage"] = float(r.get("min_time_coverage", 0.05))
         p["profile_coverage"] = bool(r.get("profile_coverage", True))
+        p["memory_limit_bytes"] = int(float(r.get("memory_limit_mb", DEFAULT_MEMORY_LIMIT_MB))
+                                      * 2 ** 20)
         p["time_reference"] = bool(r.get("time_reference", True))
         p["time_compiled_reference"] = bool(r.get("time_compiled_reference", False))
         p["compile_check"] = bool(r.get("compile_check", p["time_compiled_reference"]))
@@ -181,8 +184,10 @@ class Evaluation:
                 ans["error_excerpt"] = "the evaluation passed its budget of %gs (timeout_s %g) " \
                                        "during %s" % (self.p["budget_s"], self.p["timeout_s"],
                                                       self.phase)
-            else:  # crashed, or a protocol violation (a runtime error of the candidate's)
+            else:  # crashed, over its memory, or a protocol violation (the candidate's)
                 ans["error"] = "crashed" if kind == "crashed" else "runtime"
+                if kind == "memory":
+                    self.flags.add("memory_limit")
                 ans["error_excerpt"] = truncate("%s (during %s)" % (e, self.phase))
         except CandidateError as e:
             ans["correct"] = ans["kernelbench_correct"] = False
@@ -419,6 +424,7 @@ class Evaluation:
         self.arena = SharedArena(self.w.cuda, self.w.device)
         self.proc = self.w.candidate_process(self.deadline, self.phase,
                                              warm_profiler=self._profiles_coverage())
+        self.proc.watch_memory(self.p["memory_limit_bytes"])
         if self.p["perf_trials"] > 0:
             # the loop's own cost per trial, measured before any candidate code runs there
             self.phase = "calibration"

@@ -17,8 +17,8 @@ import sys
 import time
 import traceback
 
-from .common import (BudgetExceeded, CandidateError, now, rss_mb, sanitize, truncate,
-                     zero_stats)
+from .common import (BudgetExceeded, CandidateError, DEFAULT_MEMORY_LIMIT_MB, now, rss_mb,
+                     sanitize, truncate, zero_stats)
 
 SPARES = 2  # candidate processes kept starting up ahead of their candidates
 SPARE_READY_S = 600.0  # a spare's own deadline for its hello, until an evaluation takes it
@@ -209,6 +209,8 @@ class Worker:
         proc = None
         try:
             proc = CandidateProcess(self.zygote, deadline)
+            proc.watch_memory(int(float(req.get("memory_limit_mb", DEFAULT_MEMORY_LIMIT_MB))
+                                  * 2 ** 20))
             proc.request("build", "the build", candidate=req["candidate"], dir=work,
                          build_dir=build_dir)
             ans = {"id": rid, "ok": True, "error": "none", "error_excerpt": ""}

@@ -31,6 +31,7 @@
 #include <curl/curl.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <thread>
 
@@ -488,6 +489,14 @@ BOOST_AUTO_TEST_CASE(wrong_inputs_fail_with_a_clear_message) {
   // The byte tokenizer has no chat template: auto cannot pick a format, and says what to do.
   auto model = tiny_model(dir);
   expect_failure({"--model", model, "--levels", "1", "--output", out}, "--chat-format");
+  // A stray sample number far beyond the rest.
+  fs::copy(fixture_generations, dir / "stray", fs::copy_options::recursive);
+  for (auto& level : fs::directory_iterator(dir / "stray"))
+    for (auto& prob : fs::directory_iterator(level.path())) {
+      std::ofstream(prob.path() / "sample_99999.py") << "class ModelNew: pass\n";
+      break;
+    }
+  expect_failure({"--generations", dir / "stray", "--output", out}, "sample_99999.py");
   // An empty generations folder.
   fs::create_directories(dir / "empty");
   expect_failure({"--generations", dir / "empty", "--output", out}, "no candidate files");

@@ -70,6 +70,19 @@ BOOST_AUTO_TEST_CASE(generate_greedy_prints_what_the_engine_generates) {
                       r.output);
 }
 
+BOOST_AUTO_TEST_CASE(inspect_of_a_folder_missing_tensors_prints_them_and_exits_1) {
+  // the config asks for one layer more than the weights have
+  auto bigger = config;
+  bigger.num_hidden_layers += 1;
+  auto text = model::render_model_config(bigger);
+  dir.write("tiny-qwen2/config.json", text);
+  auto r = test::run_command({tool, "inspect", model});
+  BOOST_CHECK_EQUAL(r.code, 1);
+  BOOST_CHECK_MESSAGE(r.output.find("PROBLEMS") != std::string::npos, r.output);
+  BOOST_CHECK_MESSAGE(r.output.find("cannot be used") != std::string::npos, r.output);
+  BOOST_CHECK_MESSAGE(r.output.find("tokenizer    256 tokens") != std::string::npos, r.output);
+}
+
 BOOST_AUTO_TEST_CASE(broken_inputs_fail_with_the_file_named) {
   auto r = test::run_command({tool, "inspect", dir / "nowhere"});
   BOOST_CHECK_NE(r.code, 0);

@@ -76,13 +76,23 @@ int inspect(const std::filesystem::path& dir) {
               ckpt->names().size(), ckpt->files().size());
   for (auto& [dtype, n] : by_dtype)
     std::printf("  %-6s     %s\n", dtype.c_str(), human_count(n).c_str());
-  if (auto ok = model::check_weights(c, *ckpt); !ok)
+  // Everything is printed; the exit status says whether the folder can be used (1: it cannot).
+  bool problems = false;
+  if (auto ok = model::check_weights(c, *ckpt); !ok) {
     std::printf("weights      PROBLEMS:\n%s\n", describe(ok.error()).c_str());
-  else
+    problems = true;
+  } else {
     std::printf("weights      every tensor the config needs is there with its shape\n");
+  }
+  auto verdict = [&] {
+    if (problems)
+      std::fprintf(stderr, "kbrl-model inspect: %s cannot be used as it is (problems above)\n",
+                   dir.c_str());
+    return problems ? 1 : 0;
+  };
   if (!files->tokenizer) {
     std::printf("tokenizer    none (tokenizer.json missing)\n");
-    return 0;
+    return verdict();
   }
   auto tok = tok::tokenizer::load(dir);
   if (!tok)
@@ -90,13 +100,15 @@ int inspect(const std::filesystem::path& dir) {
   std::printf("tokenizer    %d tokens (%zu added), eos %s, bos %s\n", tok->vocab_size(),
               tok->added_tokens().size(), tok->eos_token().value_or("-").c_str(),
               tok->bos_token().value_or("-").c_str());
-  if (tok->vocab_size() > c.vocab_size)
-    std::printf("             WARNING: the tokenizer has %d ids, the model's vocabulary only %ld: "
-                "they do not belong together\n",
+  if (tok->vocab_size() > c.vocab_size) {
+    std::printf("             PROBLEM: the tokenizer has %d ids, the model's vocabulary only %ld: "
+                "they do not belong together (prompts with the higher ids cannot be read)\n",
                 tok->vocab_size(), (long)c.vocab_size);
+    problems = true;
+  }
   auto chat = tok::chat_format::for_tokenizer(*tok);
   std::printf("chat format  %s\n", chat ? chat->name().c_str() : describe(chat.error()).c_str());
-  return 0;
+  return verdict();
 }
 
 int tokenize(const std::filesystem::path& dir, const std::string& text, bool json) {

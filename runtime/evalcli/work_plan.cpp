@@ -87,6 +87,25 @@ caf::error plan_generations(const eval_options& o, work_plan& plan, report::run_
     most_samples = std::max(most_samples, f.sample + 1);
     most_turns = std::max(most_turns, f.turn + 1);
   }
+  if (o.samples <= 0) {
+    // A stray sample_99999.py would pad every problem to 100,000 samples (all "missing"): the
+    // numbering must be roughly as dense as the files are.
+    std::map<int32_t, const report::generation_file*> numbered;
+    for (auto& f : scan->files)
+      numbered.emplace(f.sample, &f);
+    const auto distinct = static_cast<int32_t>(numbered.size());
+    if (most_samples > 64 && most_samples > 4 * distinct) {
+      auto* last = std::prev(numbered.end())->second;
+      return make_error(errc::invalid_argument,
+                        o.generations + ": sample numbers run up to "
+                          + std::to_string(most_samples - 1) + " but only "
+                          + std::to_string(distinct) + " different ones have files (the highest: "
+                          + last->relative + "); every problem would be padded to "
+                          + std::to_string(most_samples)
+                          + " samples. Remove the stray file, or say how many samples to score "
+                            "with --samples N");
+    }
+  }
   int32_t samples = o.samples > 0 ? o.samples : most_samples;
   int32_t turns = o.turns_given ? o.turns : most_turns;
   auto root = problem_root(o);

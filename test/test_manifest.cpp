@@ -6,6 +6,7 @@
 #include "messages/errors.hpp"
 #include "test_support.hpp"
 #include "runtime/config/manifest.hpp"
+#include "cluster_fixture.hpp"
 
 #include <caf/atom.hpp>
 
@@ -18,6 +19,18 @@ namespace fs = std::filesystem;
 using namespace kbrl::config;
 using kbrl::test::temp_dir;
 using kbrl::test::why;
+
+namespace {
+
+/// A CA and certificates for `names` (plus the shell's) in `out`, as users make them.
+void make_certificates(const std::filesystem::path& out, std::vector<std::string> names) {
+  std::vector<std::string> argv{kbrl::test::source_dir() + "/tools/make-certs.sh", out.string()};
+  argv.insert(argv.end(), names.begin(), names.end());
+  auto made = kbrl::test::run_command(argv, 60);
+  BOOST_REQUIRE_MESSAGE(made.code == 0, made.output);
+}
+
+} // namespace
 
 namespace {
 
@@ -369,9 +382,7 @@ roles = ["all"]
 
 BOOST_AUTO_TEST_CASE(tls_paths_resolve_against_the_manifest_directory) {
   temp_dir dir;
-  for (const char* name : {"certs/ca.pem", "certs/a.pem", "certs/a.key", "certs/shell.pem",
-                           "certs/shell.key"})
-    dir.write(name, "PEM\n");
+  make_certificates(dir.path / "certs", {"a"});
   const std::string path = dir.write("conf/cluster.toml", R"([cluster]
 name = "c"
 coordinator = "a"
@@ -405,8 +416,7 @@ key = "../certs/a.key"
 
 BOOST_AUTO_TEST_CASE(tls_files_must_exist_and_nodes_need_them) {
   temp_dir dir;
-  dir.write("ca.pem", "PEM\n");
-  dir.write("a.pem", "PEM\n");
+  make_certificates(dir.path, {"a"});
   const std::string path = dir.write("cluster.toml", R"([cluster]
 name = "c"
 coordinator = "a"
@@ -446,6 +456,38 @@ roles = ["all"]
 key = "missing.key"
 )");
   BOOST_CHECK_MESSAGE(load_manifest(plain), "without TLS the key file need not exist");
+}
+
+BOOST_AUTO_TEST_CASE(tls_files_must_hold_what_their_key_says) {
+  temp_dir dir;
+  make_certificates(dir.path / "good", {"a", "b"});
+  dir.write("noise.pem", std::string("\x13\x9c random bytes, not PEM \xff\x01", 34));
+  auto manifest = [&](const std::string& ca, const std::string& cert, const std::string& key) {
+    return dir.write("cluster.toml", "[cluster]\nname = \"c\"\ncoordinator = \"a\"\n"
+                                     "[security]\nca_file = \"" + ca + "\"\n[[node]]\n"
+                                     "name = \"a\"\nhost = \"127.0.0.1\"\nport = 1\n"
+                                     "roles = [\"all\"]\ncertificate = \"" + cert + "\"\n"
+                                     "key = \"" + key + "\"\n");
+  };
+  auto error_of = [&](const std::string& path) {
+    auto m = load_manifest(path);
+    BOOST_REQUIRE_MESSAGE(!m, "accepted: " + path);
+    return error_text(m.error());
+  };
+  auto path = manifest("noise.pem", "good/a.pem", "good/a.key");
+  auto text = error_of(path);
+  BOOST_CHECK_MESSAGE(text.find(path + ":5: security.ca_file: " + (dir.path / "noise.pem").string()
+                                + ": not a PEM certificate") != std::string::npos, text);
+  text = error_of(manifest("good/ca.pem", "good/a.pem", "noise.pem"));
+  BOOST_CHECK_MESSAGE(text.find("node[0].key: ") != std::string::npos
+                        && text.find("not a PEM private key") != std::string::npos, text);
+  text = error_of(manifest("good/ca.pem", "good/a.key", "good/a.key")); // a key as certificate
+  BOOST_CHECK_MESSAGE(text.find("node[0].certificate: ") != std::string::npos, text);
+  text = error_of(manifest("good/ca.pem", "good/a.pem", "good/b.key")); // another node's key
+  BOOST_CHECK_MESSAGE(text.find("is not the private key of the certificate") != std::string::npos,
+                      text);
+  auto fine = load_manifest(manifest("good/ca.pem", "good/a.pem", "good/a.key"));
+  BOOST_CHECK_MESSAGE(fine, why(fine));
 }
 
 BOOST_AUTO_TEST_CASE(shell_certificate_and_key_go_together) {

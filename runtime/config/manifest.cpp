@@ -4,6 +4,7 @@
 #include "runtime/io/text.hpp"
 
 #include "runtime/config/config_error.hpp"
+#include "runtime/config/pem_files.hpp"
 
 #include <toml++/toml.h>
 
@@ -196,8 +197,10 @@ public:
 
   /// A file path, made absolute against the manifest's directory; with `must_exist`, the file
   /// must be a readable regular file. An empty string reads as "not set".
+  /// A path (resolved against the manifest's folder); with must_exist the file must be a
+  /// readable regular file, and with a pem kind hold that kind of PEM data.
   std::optional<std::string> read_path(const toml::node* n, const std::string& dotted,
-                                       bool must_exist) {
+                                       bool must_exist, std::optional<pem_kind> pem = {}) {
     auto text = read_string(n, dotted, /*non_empty=*/false);
     if (!text || text->empty())
       return text;
@@ -218,6 +221,12 @@ public:
         errors.add(line_of(*n), dotted,
                    "file not readable: " + resolved + " (" + std::strerror(errno) + ")");
         return std::nullopt;
+      }
+      if (pem) {
+        if (auto why = pem_problem(resolved, *pem)) {
+          errors.add(line_of(*n), dotted, *why);
+          return std::nullopt;
+        }
       }
     }
     return resolved;
@@ -298,15 +307,15 @@ bool read_security(manifest_reader& r, const toml::table& root, cluster_manifest
   }
   // The CA decides whether TLS is on; only then must the files exist.
   const bool tls = ca != nullptr && ca->is_string() && !ca->as_string()->get().empty();
-  if (auto v = r.read_path(ca, "security.ca_file", tls))
+  if (auto v = r.read_path(ca, "security.ca_file", tls, pem_kind::certificate))
     m.security.ca_file = *v;
   if (shell != nullptr) {
     r.check_keys(*shell, "shell", {"certificate", "key"});
     const toml::node* certificate = shell->get("certificate");
     const toml::node* key = shell->get("key");
-    if (auto v = r.read_path(certificate, "shell.certificate", tls))
+    if (auto v = r.read_path(certificate, "shell.certificate", tls, pem_kind::certificate))
       m.security.shell_certificate = *v;
-    if (auto v = r.read_path(key, "shell.key", tls))
+    if (auto v = r.read_path(key, "shell.key", tls, pem_kind::private_key))
       m.security.shell_key = *v;
     if ((certificate == nullptr) != (key == nullptr))
       r.errors.add(line_of(certificate ? *certificate : *key),
@@ -382,12 +391,15 @@ void read_nodes(manifest_reader& r, const toml::table& root, cluster_manifest& m
 
     if (auto v = r.read_path(r.field(table, "certificate", prefix + ".certificate", tls,
                                      cert_expected),
-                             prefix + ".certificate", tls))
+                             prefix + ".certificate", tls, pem_kind::certificate))
       spec.certificate = *v;
     if (auto v = r.read_path(r.field(table, "key", prefix + ".key", tls,
                                      "expected a path to the certificate's private key (PEM)"),
-                             prefix + ".key", tls))
+                             prefix + ".key", tls, pem_kind::private_key))
       spec.key = *v;
+    if (tls && !spec.certificate.empty() && !spec.key.empty())
+      if (auto why = key_mismatch(spec.certificate, spec.key))
+        r.errors.add(line_of(*table.get("key")), prefix + ".key", *why);
     if (tls) {
       for (const char* key : {"certificate", "key"}) {
         const toml::node* v = table.get(key);

@@ -297,8 +297,13 @@ gpus = [0]
                     "cluster.toml:11: node[1].name: node name \"a\" is already used by node[0] "
                     "(line 5)\n"
                     "cluster.toml:13: node[1].port: 127.0.0.1:4242 is already used by node[0] "
-                    "\"a\"\n"
+                    "\"a\" (127.0.0.1:4242)\n"
                     "cluster.toml:15: node[1].gpus[0]: GPU 1 on host \"127.0.0.1\" is already "
+                    "assigned to node[0] \"a\"\n"
+                    // localhost and 127.0.0.1 are one machine: one endpoint, one GPU 0
+                    "cluster.toml:19: node[2].port: localhost:4242 is already used by node[0] "
+                    "\"a\" (127.0.0.1:4242)\n"
+                    "cluster.toml:21: node[2].gpus[0]: GPU 0 on host \"localhost\" is already "
                     "assigned to node[0] \"a\"");
 }
 

@@ -43,6 +43,20 @@ bool is_loopback_host(const std::string& host) {
   return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1" || host == "[::1]";
 }
 
+/// The machine a host name means, as far as the manifest alone can tell: every loopback
+/// spelling (localhost, 127.x.x.x, ::1) is this machine, and names ignore case and a trailing
+/// dot. Nodes listen on all of loopback or on every address, so two loopback spellings with one
+/// port are one endpoint.
+std::string machine_of(std::string host) {
+  if (is_loopback_host(host))
+    return "loopback";
+  if (!host.empty() && host.back() == '.')
+    host.pop_back();
+  std::transform(host.begin(), host.end(), host.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return host;
+}
+
 /// Reads one manifest, recording every problem in `errors` instead of stopping at the first.
 class manifest_reader {
 public:
@@ -412,12 +426,13 @@ void read_nodes(manifest_reader& r, const toml::table& root, cluster_manifest& m
 
     // Cross-node checks, each reported at the later node.
     if (!spec.host.empty() && spec.port != 0) {
-      auto [it, fresh] = endpoints.emplace(std::pair{spec.host, int{spec.port}}, i);
+      auto [it, fresh] = endpoints.emplace(std::pair{machine_of(spec.host), int{spec.port}}, i);
       if (!fresh)
         r.errors.add(line_of(*port), prefix + ".port",
                      spec.host + ":" + std::to_string(spec.port) + " is already used by node["
                        + std::to_string(it->second) + "] "
-                       + toml_quote(m.nodes[it->second].name));
+                       + toml_quote(m.nodes[it->second].name) + " ("
+                       + m.nodes[it->second].host + ":" + std::to_string(spec.port) + ")");
     }
     if (!spec.host.empty() && gpus != nullptr && gpus->is_array()) {
       const toml::array& listed = *gpus->as_array();
@@ -427,7 +442,7 @@ void read_nodes(manifest_reader& r, const toml::table& root, cluster_manifest& m
             || std::find(spec.gpus.begin(), spec.gpus.end(), element->get()) == spec.gpus.end())
           continue; // not a valid index: reported above
         const int index = static_cast<int>(element->get());
-        auto [it, fresh] = host_gpus.emplace(std::pair{spec.host, index}, i);
+        auto [it, fresh] = host_gpus.emplace(std::pair{machine_of(spec.host), index}, i);
         if (!fresh && it->second != i)
           r.errors.add(line_of(*element), prefix + ".gpus[" + std::to_string(g) + "]",
                        "GPU " + std::to_string(index) + " on host " + toml_quote(spec.host)

@@ -320,6 +320,18 @@ BOOST_AUTO_TEST_CASE(resume_follows_the_learner_checkpoint_and_drops_later_steps
   BOOST_CHECK_EQUAL(cp->cursor, 4u);
   BOOST_CHECK(trace_steps(dir / "run/traces.jsonl") == (std::map<uint64_t, int>{{1, 2}, {2, 2}}));
 
+  // traces.jsonl was rotated during step 3: its first lines are in traces.1.jsonl. Both files
+  // lose the redone step, so it is counted once when it runs again.
+  dir.write("run/traces.1.jsonl", jsonl_steps("t", {1, 1, 2, 2, 3}));
+  dir.write("run/traces.jsonl", jsonl_steps("t", {3, 3}));
+  p = prepare_resume(run, 2);
+  BOOST_REQUIRE_MESSAGE(p, test::why(p));
+  BOOST_CHECK_EQUAL(p->step, 2u);
+  BOOST_CHECK_EQUAL(p->trace_lines_removed, 3u);
+  BOOST_CHECK(trace_steps(dir / "run/traces.1.jsonl")
+              == (std::map<uint64_t, int>{{1, 2}, {2, 2}}));
+  BOOST_CHECK(trace_steps(dir / "run/traces.jsonl").empty());
+
   dir.write("run/coordinator.json", "{\"step\": \"three\"}");
   auto bad = prepare_resume(run, 2);
   BOOST_REQUIRE(!bad);

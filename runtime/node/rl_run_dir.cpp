@@ -146,11 +146,15 @@ caf::expected<resume_point> prepare_resume(const std::string& run_dir, uint64_t 
   if (!metrics)
     return metrics.error();
   p.metrics_lines_removed = *metrics;
-  // Trace lines carry the step they belong to (a held-out evaluation after step n: n + 1).
-  auto traces = trim_jsonl_after_step(run_dir + "/traces.jsonl", p.step);
-  if (!traces)
-    return traces.error();
-  p.trace_lines_removed = *traces;
+  // Trace lines carry the step they belong to (a held-out evaluation after step n: n + 1). A
+  // redone step may also have lines in the rotated file, when the rotation came after it began.
+  p.trace_lines_removed = 0;
+  for (auto name : {"/traces.1.jsonl", "/traces.jsonl"}) {
+    auto traces = trim_jsonl_after_step(run_dir + name, p.step);
+    if (!traces)
+      return traces.error();
+    p.trace_lines_removed += *traces;
+  }
   return p;
 }
 

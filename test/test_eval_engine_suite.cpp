@@ -184,6 +184,47 @@ BOOST_AUTO_TEST_CASE(every_runtime_candidate_gets_its_verdict_and_the_engine_rec
   BOOST_CHECK_EQUAL(engine.workers_started(), 1u);
 }
 
+BOOST_AUTO_TEST_CASE(nothing_of_one_candidate_reaches_the_next) {
+  // When candidates shared the worker's process, one that replaced torch.relu, torch.matmul and
+  // the reference modules' forward made plain zero-output candidates of *other* problems correct
+  // (issue 21). Each candidate now has a fresh process: the next ones meet an untouched torch.
+  for (auto& rule : all_rules())
+    opts.rule_overrides[rule.id] = severity::off;
+  eval_engine engine{opts};
+  auto inline_request = [&](const std::string& problem_file, const std::string& forward,
+                            uint64_t id) {
+    auto prob = load_problem_file(data("problems/" + problem_file));
+    BOOST_REQUIRE_MESSAGE(prob, test::why(prob));
+    eval_request req;
+    req.id = id;
+    req.task = *prob;
+    req.task.backend = kernel_backend::torch;
+    req.candidate_source = "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+                           "    def forward(self, *args):\n        " + forward + "\n";
+    req.timing.measure_performance = false;
+    req.timing.timeout_s = 60;
+    return req;
+  };
+  auto patcher = engine.evaluate(request(data("candidates_runtime/relu_patches_reference_module.py"), 1));
+  BOOST_CHECK(!patcher.correct);
+  // Honest itself (its own relu), it replaces torch.matmul for whoever comes next.
+  auto matmul_patcher = engine.evaluate(inline_request(
+    "1_small_relu.py",
+    "torch.matmul = lambda a, b: torch.zeros(a.shape[0], b.shape[1]); "
+    "return args[0].clamp_min(0.0)", 2));
+  BOOST_TEST_MESSAGE("the matmul patcher: " << to_string(matmul_patcher.error) << ", flags "
+                                            << matmul_patcher.hack_flags.size());
+  auto zeros_relu = engine.evaluate(inline_request("1_small_relu.py", "return torch.zeros_like(args[0])", 3));
+  BOOST_CHECK(!zeros_relu.correct && !zeros_relu.kernelbench_correct);
+  BOOST_CHECK(zeros_relu.error == eval_error::mismatch);
+  auto zeros_matmul = engine.evaluate(inline_request(
+    "2_small_matmul.py", "return torch.zeros(args[0].shape[0], args[1].shape[1])", 4));
+  BOOST_CHECK(!zeros_matmul.correct && !zeros_matmul.kernelbench_correct);
+  BOOST_CHECK(zeros_matmul.error == eval_error::mismatch);
+  auto honest_matmul = engine.evaluate(inline_request("2_small_matmul.py", "return args[0] @ args[1]", 5));
+  BOOST_CHECK_MESSAGE(honest_matmul.correct, honest_matmul.error_excerpt);
+}
+
 BOOST_AUTO_TEST_CASE(one_timing_input_set_still_catches_outputs_cached_by_input_identity) {
   // What a worker falls back to when only one set of a problem's inputs fits in GPU memory: the
   // set's tensors are refilled with fresh values after timing. A candidate keyed on its input's

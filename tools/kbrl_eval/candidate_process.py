@@ -10,11 +10,11 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 
 from .channel import Channel, ChannelClosed, ChannelTimeout, ProtocolViolation
 from .common import CandidateError, truncate
+from .memory_watch import MemoryWatch
 
 _TOOLS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ZYGOTE_START_S = 300.0
@@ -116,75 +116,6 @@ class Zygote:
             except Exception:  # noqa: BLE001
                 pass
             self.proc = None
-
-
-def _rss_bytes(pid):
-    try:
-        with open("/proc/%d/status" % pid) as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
-
-
-def _session_members(session):
-    """Processes in a session (the candidate's process and whatever it started there)."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % name) as f:
-                text = f.read()
-            if int(text[text.rfind(")") + 2:].split()[3]) == session:
-                found.append(int(name))
-        except (OSError, ValueError, IndexError):
-            continue
-    return found
-
-
-class MemoryWatch:
-    """Kills a candidate's process when the resident memory of its session (the process and its
-    children there) passes a limit. A thread polls /proc: an address-space limit would break
-    CUDA (its context reserves far more virtual memory than it uses), and cgroups are not
-    available everywhere. A child that leaves the session is caught by the zygote's reap, not
-    here."""
-
-    POLL_S = 0.05
-
-    def __init__(self, pid, limit_bytes):
-        self.pid = pid
-        self.limit = limit_bytes
-        self.peak = 0
-        self.tripped = 0  # the session's RSS when it was killed
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="kbrl-memory-watch", daemon=True)
-        self._thread.start()
-
-    def _run(self):
-        members, polls = [self.pid], 0
-        while not self._stop.wait(self.POLL_S):
-            if polls % 10 == 0:  # the session's members every 0.5 s, their memory every poll
-                members = _session_members(self.pid)
-                if self.pid not in members:
-                    return  # gone
-            polls += 1
-            rss = sum(_rss_bytes(p) for p in members)
-            self.peak = max(self.peak, rss)
-            if rss > self.limit:
-                self.tripped = rss
-                for p in members:
-                    try:
-                        os.kill(p, signal.SIGKILL)
-                    except OSError:
-                        pass
-                return
-
-    def stop(self):
-        self._stop.set()
-        self._thread.join(timeout=1.0)
 
 
 class CandidateProcess:

@@ -72,10 +72,11 @@ class Worker:
 
     def start_spare(self):
         """Tops up the spare candidate processes (from the first evaluation on: a worker that
-        only builds needs none). Each starts now, while the worker evaluates or waits, so that its CUDA context and the profiler's set-up (about 0.4 s and 3 s on an
-        H200) are paid outside the evaluation that takes it. A spare runs no candidate code
-        until an evaluation takes it; its start-up overlaps the current evaluation (a CUDA
-        context and one tiny profiled kernel in another process)."""
+        only builds needs none). Each starts now, while the worker evaluates or waits, so that
+        its CUDA context and the profiler's set-up (about 0.4 s and 3 s on an H200) are paid
+        outside the evaluation that takes it. A spare runs no candidate code until an
+        evaluation takes it; its start-up overlaps the current evaluation (a CUDA context and
+        one tiny profiled kernel in another process)."""
         from .candidate_process import CandidateProcess
         while len(self.spares) < SPARES and not self.torch_error:
             try:
@@ -255,7 +256,6 @@ def serve(worker, infile, outfile):
         if not line.strip():
             continue
         exit_after = False
-        op = None
         try:
             req = json.loads(line)
             if not isinstance(req, dict):

@@ -39,7 +39,7 @@ def prctl(option, value):
         return -1
 
 
-def _stat(pid):
+def process_stat(pid):
     """(ppid, session id) of a process, or None."""
     try:
         with open("/proc/%d/stat" % pid) as f:
@@ -59,7 +59,7 @@ def _processes_of(session, parents):
         if not name.isdigit():
             continue
         pid = int(name)
-        st = _stat(pid)
+        st = process_stat(pid)
         if st is not None and (st[1] == session or st[0] in parents):
             found.append(pid)
     return found

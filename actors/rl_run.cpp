@@ -117,14 +117,16 @@ void start_run(rl_run_pointer self, const actor_entry& learner,
   st.learner = caf::actor_cast<learner_actor>(learner.handle);
   st.metrics = caf::actor_cast<metrics_actor>(metrics.handle);
   auto res = std::make_shared<episode_resources>();
-  std::vector<std::string> names, sampler_names, evaluator_names;
+  std::vector<std::string> names, sampler_names, evaluator_names, handles;
   for (auto& s : samplers) {
+    handles.push_back(caf::to_string(s.handle));
     res->samplers.push_back(caf::actor_cast<sampler_actor>(s.handle));
     // Samplers on the learner's node are subscribed by their node; the learner ignores repeats.
     self->send(st.learner, subscribe_atom::value, s.handle);
     sampler_names.push_back(s.name);
   }
   for (auto& e : evaluators) {
+    handles.push_back(caf::to_string(e.handle));
     res->evaluators.push_back(caf::actor_cast<evaluator_supervisor_actor>(e.handle));
     evaluator_names.push_back(e.name);
   }
@@ -139,7 +141,7 @@ void start_run(rl_run_pointer self, const actor_entry& learner,
   res->tokenizer = in.tokenizer;
   res->chat = in.chat;
   st.board->set(res->samplers, res->evaluators);
-  st.board_names = join(names);
+  st.board_handles = join(handles);
 
   auto settings = in.settings.coordinator;
   settings.workers = st.board;
@@ -190,26 +192,30 @@ void update_board(rl_run_pointer self) {
   auto evaluators = actors_with_role(st.view, "evaluator-supervisor");
   if (samplers.empty() || evaluators.empty())
     return; // episodes keep the last lists (and retry on them) rather than none
-  std::vector<std::string> names;
+  std::vector<std::string> names, handles;
   std::vector<sampler_actor> s;
   std::vector<evaluator_supervisor_actor> e;
   for (auto& a : samplers) {
     names.push_back(a.name);
+    handles.push_back(caf::to_string(a.handle));
     s.push_back(caf::actor_cast<sampler_actor>(a.handle));
   }
   for (auto& a : evaluators) {
     names.push_back(a.name);
+    handles.push_back(caf::to_string(a.handle));
     e.push_back(caf::actor_cast<evaluator_supervisor_actor>(a.handle));
   }
-  auto key = join(names);
-  if (key == st.board_names)
+  // By handle, not by name: a node that died and came back has the same actor names, but new
+  // handles (its old ones lead nowhere), and the board must take them.
+  auto key = join(handles);
+  if (key == st.board_handles)
     return;
   spdlog::info("the next steps use {} sampler(s) and {} evaluator supervisor(s): {}", s.size(),
-               e.size(), key);
+               e.size(), join(names));
   for (auto& a : samplers)
     self->send(st.learner, subscribe_atom::value, a.handle);
   st.board->set(std::move(s), std::move(e));
-  st.board_names = std::move(key);
+  st.board_handles = std::move(key);
 }
 
 /// The learner writes its final state unless its newest checkpoint already is it; then the

@@ -60,7 +60,8 @@ struct rl_run_state {
   metrics_actor metrics;
   coordinator_actor coordinator;
   std::shared_ptr<worker_board> board = std::make_shared<worker_board>();
-  std::string board_names;          ///< the workers last put on the board, to see changes
+  std::string board_handles;        ///< the workers' handles last put on the board (a rejoined
+                                    ///< node's actors have their old names and new handles)
   bool status_pending = false;
 
   // progress

@@ -107,6 +107,7 @@ BOOST_AUTO_TEST_CASE(rl_keys_become_the_coordinator_settings) {
                "rl.gamma=0.5", "rl.return_aggregation=max", "rl.temperature=0.7",
                "learner.temperature=0.7", "rl.top_p=0.9", "rl.top_k=20", "rl.max_new_tokens=64",
                "rl.mode=async", "rl.max_staleness=2", "rl.sampler_timeout_s=2.5",
+               "rl.eval_timeout_s=45",
                "rl.traces_max_mb=3", "run.seed=9", "problems.levels=[1, 2]",
                "problems.numbers=1-3,7", "problems.backend=torch", "problems.precision=bf16",
                "reward.preset=kevin", "reward.length=0.5", "reward.speed_kind=linear",
@@ -131,6 +132,7 @@ BOOST_AUTO_TEST_CASE(rl_keys_become_the_coordinator_settings) {
   BOOST_CHECK_EQUAL(c.episodes.sampling.top_k, 20);
   BOOST_CHECK_EQUAL(c.episodes.sampling.max_new_tokens, 64);
   BOOST_CHECK_EQUAL(c.episodes.sampler_timeout.count(), 2500);
+  BOOST_CHECK_EQUAL(c.episodes.timing.timeout_s, 45.0); // the worker's budget per candidate
   BOOST_CHECK_EQUAL(c.episodes.rewards.correct, 0.3); // kevin's
   BOOST_CHECK_EQUAL(c.episodes.rewards.speed, 1.0);   // kevin's
   BOOST_CHECK_EQUAL(c.episodes.rewards.length, 0.5);  // overridden

@@ -257,7 +257,12 @@ def main():
                     help="drive tools/kbrl_eval_worker.py directly instead of kbrl-eval-kernel")
     ap.add_argument("--python", default=sys.executable, help="Python with torch (--direct-worker)")
     ap.add_argument("--label", default="", help="a line for the top of results.md")
+    ap.add_argument("--merge", nargs="+", default=[], metavar="SHARD_OUT",
+                    help="write one results.json/.md into --out from these shards' outputs "
+                    "(run nothing)")
     args = ap.parse_args()
+    if args.merge:
+        return merge(args.out, args.merge, args.manifest, args.label)
 
     manifest = json.load(open(args.manifest))
     entries = manifest["entries"]
@@ -300,18 +305,24 @@ def main():
             "OK" if ok else "FAIL", e["file"], e["class"], verdict_text(verdict),
             ",".join((verdict or {}).get("hack_flags") or []) or "-", expect_text(e["expect"]), why),
             flush=True)
-    failed = sum(not r["ok"] for r in records)
     path = "direct worker (tools/kbrl_eval_worker.py)" if args.direct_worker else args.kbrl
-    json.dump({"device": args.device, "evaluator": path, "rules_off": rules_off,
-               "trials": args.trials, "perf_trials": args.perf_trials, "failed": failed,
-               "records": records}, open(os.path.join(args.out, "results.json"), "w"), indent=1)
+    return write_results(args.out, records, {
+        "device": args.device, "evaluator": path, "rules_off": rules_off, "trials": args.trials,
+        "perf_trials": args.perf_trials}, args.label)
+
+
+def write_results(out, records, run, label=""):
+    """results.json and results.md in `out`; the number of entries not as expected."""
+    failed = sum(not r["ok"] for r in records)
+    json.dump(dict(run, failed=failed, records=records),
+              open(os.path.join(out, "results.json"), "w"), indent=1)
     lines = []
-    if args.label:
-        lines += [args.label, ""]
-    dev = next(((r["verdict"] or {}).get("device") for r in records if r["verdict"]), "") or args.device
+    if label:
+        lines += [label, ""]
+    dev = next(((r["verdict"] or {}).get("device") for r in records if r["verdict"]), "") or run["device"]
     lines += ["Evaluator: %s; device: %s; static rules off: %d; %d correctness trials, %d timed; "
-              "%d of %d as expected." % (path, dev, len(rules_off), args.trials, args.perf_trials,
-                                         len(records) - failed, len(records)), "",
+              "%d of %d as expected." % (run["evaluator"], dev, len(run["rules_off"]), run["trials"],
+                                         run["perf_trials"], len(records) - failed, len(records)), "",
               "| candidate | class | verdict | flags | expected | result |",
               "| --- | --- | --- | --- | --- | --- |"]
     for r in records:
@@ -319,9 +330,35 @@ def main():
             r["file"], r["class"], verdict_text(r["verdict"]),
             ", ".join((r["verdict"] or {}).get("hack_flags") or []) or "-",
             expect_text(r["expect"]), "OK" if r["ok"] else "FAIL", r["why"].replace("|", "/")))
-    open(os.path.join(args.out, "results.md"), "w").write("\n".join(lines) + "\n")
+    open(os.path.join(out, "results.md"), "w").write("\n".join(lines) + "\n")
     print("\n".join(lines[-len(records) - 3:]) if records else "no entries")
     return failed
+
+
+def merge(out, shard_dirs, manifest_path, label):
+    """One table from the shards' results.json, in the manifest's order; entries no shard
+    finished are listed as not run (and count as not as expected)."""
+    entries = json.load(open(manifest_path))["entries"]
+    by_file, run = {}, None
+    for d in shard_dirs:
+        path = os.path.join(d, "results.json")
+        if not os.path.exists(path):
+            print("run_catalogue: %s has no results.json (the shard did not finish)" % d,
+                  file=sys.stderr)
+            continue
+        part = json.load(open(path))
+        run = run or {k: part[k] for k in ("device", "evaluator", "rules_off", "trials", "perf_trials")}
+        for r in part["records"]:
+            by_file[r["file"]] = r
+    if run is None:
+        print("run_catalogue: no shard has results", file=sys.stderr)
+        return 100
+    records = [by_file.get(e["file"]) or {"file": e["file"], "class": e["class"],
+                                          "expect": e["expect"], "ok": False, "why": "not run",
+                                          "verdict": None}
+               for e in entries]
+    os.makedirs(out, exist_ok=True)
+    return write_results(out, records, run, label)
 
 
 if __name__ == "__main__":

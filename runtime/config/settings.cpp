@@ -235,7 +235,12 @@ const std::vector<setting>& all_settings() {
     {"rl.sampler_timeout_s", setting_kind::real, "900.0",
      "Seconds an episode waits for one completion.", {}, 0, inf, exclusive},
     {"rl.evaluator_timeout_s", setting_kind::real, "900.0",
-     "Seconds an episode waits for one verdict.", {}, 0, inf, exclusive},
+     "Seconds an episode waits for one verdict (queueing included; keep it above "
+     "rl.eval_timeout_s).", {}, 0, inf, exclusive},
+    {"rl.eval_timeout_s", setting_kind::real, "300.0",
+     "Wall-clock budget of one candidate's evaluation in the worker (build, correctness, "
+     "timing): a hung or slow candidate holds its evaluator at most this long and gets the "
+     "verdict timeout.", {}, 1, inf},
     {"rl.learner_timeout_s", setting_kind::real, "1800.0",
      "Seconds the coordinator waits for one training step.", {}, 0, inf, exclusive},
     {"rl.correctness_trials", setting_kind::integer, "5",

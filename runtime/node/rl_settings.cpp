@@ -128,6 +128,7 @@ caf::expected<rl_run_settings> rl_run_settings_from(const config::run_config& ru
   e.sampling.seed = c.seed;
   e.timing.correctness_trials = static_cast<int32_t>(run.get_int("rl.correctness_trials"));
   e.timing.perf_trials = static_cast<int32_t>(run.get_int("rl.perf_trials"));
+  e.timing.timeout_s = run.get_real("rl.eval_timeout_s");
   e.success_speedup = run.get_real("rl.success_speedup");
   e.max_retries = static_cast<int32_t>(run.get_int("rl.max_retries"));
   e.sampler_timeout = seconds_key(run, "rl.sampler_timeout_s");

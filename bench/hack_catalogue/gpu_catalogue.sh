@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Runs ON a GPU machine (one or two GPUs), from the repository root, with .gpu/ carried
+# (prepared as README.md says; KernelBench problems in .gpu/kb/levelN/): builds
+# kbrl-eval-kernel, runs the hack catalogue with every static rule off in SHARDS interleaved
+# shards spread over the GPUs, and merges them into one table.
+#
+#   bash bench/hack_catalogue/gpu_catalogue.sh OUT [SHARDS]      (default 8; about 8 minutes on
+#                                                                 2 x H200, CUDA builds dominate)
+#
+# OUT gets results.json and results.md (the merged table) and one folder per shard. Each shard
+# stops at the call's time limit (KBRL_CATALOGUE_LIMIT seconds from the start, default 570):
+# entries it did not reach are listed as "not run".
+set -uo pipefail
+out=$1
+shards=${2:-8}
+here=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$out"
+t0=$(date +%s)
+build=/tmp/kbrl-catalogue-build.sh
+sed 's/^cmake --build build-gpu -j "$(nproc)"$/cmake --build build-gpu -j "$(nproc)" --target kbrl-eval-kernel/' \
+  .gpu/build.sh > $build
+bash $build > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
+echo "build: $(( $(date +%s) - t0 )) s"
+source .gpu/env.sh
+export PATH=/opt/kbrl-deps/usr/bin:$PATH   # bwrap
+export KERNELBENCH_ROOT=${KERNELBENCH_ROOT:-$PWD/.gpu/kb}
+gpus=$(nvidia-smi -L | wc -l)
+limit=$(( ${KBRL_CATALOGUE_LIMIT:-570} - ($(date +%s) - t0) ))
+dirs=()
+for k in $(seq 1 "$shards"); do
+  g=$(( (k - 1) % gpus ))
+  timeout "$limit" python3 "$here/run_catalogue.py" --out "$out/shard$k" --shard "$k/$shards" \
+    --gpu "$g" > "$out/shard$k.log" 2>&1 &
+  dirs+=("$out/shard$k")
+done
+wait
+echo "shards done: $(( $(date +%s) - t0 )) s"
+rm -rf "$out"/shard*/cache
+python3 "$here/run_catalogue.py" --out "$out" --merge "${dirs[@]}" \
+  --label "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $gpus GPU(s), $shards shards"

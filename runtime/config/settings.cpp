@@ -238,9 +238,9 @@ const std::vector<setting>& all_settings() {
      "Seconds an episode waits for one verdict (queueing included; keep it above "
      "rl.eval_timeout_s).", {}, 0, inf, exclusive},
     {"rl.eval_timeout_s", setting_kind::real, "300.0",
-     "Wall-clock budget of one candidate's evaluation in the worker (build, correctness, "
-     "timing): a hung or slow candidate holds its evaluator at most this long and gets the "
-     "verdict timeout.", {}, 1, inf},
+     "Seconds of wall clock one candidate's evaluation may take in the worker (build, "
+     "correctness, timing): a hung or slow candidate holds its evaluator at most this long and "
+     "gets the verdict timeout.", {}, 1, inf},
     {"rl.learner_timeout_s", setting_kind::real, "1800.0",
      "Seconds the coordinator waits for one training step.", {}, 0, inf, exclusive},
     {"rl.correctness_trials", setting_kind::integer, "5",

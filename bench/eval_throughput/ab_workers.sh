@@ -24,12 +24,10 @@ python3 "$here/make_candidates.py" --kernelbench "$kb" --out "$cands" > "$out/ca
   || { cat "$out/candidates.log"; exit 1; }
 t0=$(date +%s)
 # only the binary this needs (KBRL_AB_BUILD=all: the whole project, as .gpu/build.sh does)
-if [ "${KBRL_AB_BUILD:-bench}" = all ]; then build=.gpu/build.sh; else
-  build=/tmp/kbrl-ab-build.sh
-  sed 's/^cmake --build build-gpu -j "$(nproc)"$/cmake --build build-gpu -j "$(nproc)" --target kbrl-bench-eval/' \
-    .gpu/build.sh > $build
+if [ "${KBRL_AB_BUILD:-bench}" = all ]; then build=(.gpu/build.sh); else
+  build=(bench/gpu_build_target.sh kbrl-bench-eval)
 fi
-bash $build > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
+bash "${build[@]}" > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s"
 source .gpu/env.sh
 export PATH=/opt/kbrl-deps/usr/bin:$PATH   # bwrap

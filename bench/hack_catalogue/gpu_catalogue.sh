@@ -16,10 +16,8 @@ shards=${2:-8}
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 t0=$(date +%s)
-build=/tmp/kbrl-catalogue-build.sh
-sed 's/^cmake --build build-gpu -j "$(nproc)"$/cmake --build build-gpu -j "$(nproc)" --target kbrl-eval-kernel/' \
-  .gpu/build.sh > $build
-bash $build > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
+bash bench/gpu_build_target.sh kbrl-eval-kernel > "$out/build.log" 2>&1 \
+  || { tail -40 "$out/build.log"; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s"
 source .gpu/env.sh
 export PATH=/opt/kbrl-deps/usr/bin:$PATH   # bwrap

@@ -19,6 +19,11 @@ HACK_FLAG_ORDER = ("inputs_modified", "output_aliases_input", "non_tensor_output
                    "torch_flags_changed")
 DEFAULT_MEMORY_LIMIT_MB = 16384  # resident memory of a candidate's process and its children
 
+
+def memory_limit_bytes(req):
+    """A request's memory_limit_mb (eval.memory_limit_gb x 1024) in bytes."""
+    return int(float(req.get("memory_limit_mb", DEFAULT_MEMORY_LIMIT_MB)) * 2 ** 20)
+
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 class BudgetExceeded(BaseException):

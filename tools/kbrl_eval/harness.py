@@ -26,10 +26,9 @@ import traceback
 import torch
 
 from .candidate_process import CandidateGone
-from .common import (BudgetExceeded, CandidateError, COMPARE_CHUNK, DEFAULT_MEMORY_LIMIT_MB,
-                     DISCARD_FIRST,
+from .common import (BudgetExceeded, CandidateError, COMPARE_CHUNK, DISCARD_FIRST,
                      HACK_FLAG_ORDER, L2_FLUSH_MIN_BYTES, ReferenceError_, TIMING_INPUT_SETS,
-                     format_exception, now, stats, truncate, zero_stats)
+                     format_exception, memory_limit_bytes, now, stats, truncate, zero_stats)
 from .compare import OutputComparison, strict_tolerances, structure_note
 from .coverage import own_kernel_names
 from .shared_tensors import SharedArena, clone_args, encode_value, pack
@@ -130,8 +129,7 @@ class Evaluation:
                                         float(r.get("strict_norm_tol", -1)))
         p["min_time_coverage"] = float(r.get("min_time_coverage", 0.05))
         p["profile_coverage"] = bool(r.get("profile_coverage", True))
-        p["memory_limit_bytes"] = int(float(r.get("memory_limit_mb", DEFAULT_MEMORY_LIMIT_MB))
-                                      * 2 ** 20)
+        p["memory_limit_bytes"] = memory_limit_bytes(r)
         p["time_reference"] = bool(r.get("time_reference", True))
         p["time_compiled_reference"] = bool(r.get("time_compiled_reference", False))
         p["compile_check"] = bool(r.get("compile_check", p["time_compiled_reference"]))

@@ -6,7 +6,7 @@ import os
 import signal
 import threading
 
-from .zygote import process_stat
+from .zygote import processes_of
 
 
 def _rss_bytes(pid):
@@ -18,17 +18,6 @@ def _rss_bytes(pid):
     except (OSError, ValueError, IndexError):
         pass
     return 0
-
-
-def _session_members(session):
-    """Live processes in a session (the candidate's process and whatever it started there)."""
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            st = process_stat(int(name))
-            if st is not None and st[1] == session:
-                found.append(int(name))
-    return found
 
 
 class MemoryWatch:
@@ -53,7 +42,7 @@ class MemoryWatch:
         members, polls = [self.pid], 0
         while not self._stop.wait(self.POLL_S):
             if polls % 10 == 0:  # the session's members every 0.5 s, their memory every poll
-                members = _session_members(self.pid)
+                members = processes_of(self.pid)
                 if self.pid not in members:
                     return  # gone
             polls += 1

@@ -17,7 +17,7 @@ import sys
 import time
 import traceback
 
-from .common import (BudgetExceeded, CandidateError, DEFAULT_MEMORY_LIMIT_MB, now, rss_mb,
+from .common import (BudgetExceeded, CandidateError, memory_limit_bytes, now, rss_mb,
                      sanitize, truncate, zero_stats)
 
 SPARES = 2  # candidate processes kept starting up ahead of their candidates
@@ -210,8 +210,7 @@ class Worker:
         proc = None
         try:
             proc = CandidateProcess(self.zygote, deadline)
-            proc.watch_memory(int(float(req.get("memory_limit_mb", DEFAULT_MEMORY_LIMIT_MB))
-                                  * 2 ** 20))
+            proc.watch_memory(memory_limit_bytes(req))
             proc.request("build", "the build", candidate=req["candidate"], dir=work,
                          build_dir=build_dir)
             ans = {"id": rid, "ok": True, "error": "none", "error_excerpt": ""}

@@ -52,8 +52,8 @@ def process_stat(pid):
     return int(rest[1]), int(rest[3])
 
 
-def _processes_of(session, parents):
-    """Live processes in the candidate's session, or children of one of `parents`."""
+def processes_of(session, parents=()):
+    """Live processes in a session (a candidate's), or children of one of `parents`."""
     found = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -91,7 +91,7 @@ def reap(pid, spared=()):
     for _ in range(50):
         # the candidate's session, its children (in sessions of their own) and whatever was
         # re-parented to the zygote when their parents died
-        alive = [p for p in _processes_of(pid, (me, pid)) if p != pid and p not in spared]
+        alive = [p for p in processes_of(pid, (me, pid)) if p != pid and p not in spared]
         others.update(alive)
         killing_candidate = status is None
         for p in alive + ([pid] if killing_candidate else []):

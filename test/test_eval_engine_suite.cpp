@@ -157,7 +157,9 @@ BOOST_AUTO_TEST_CASE(every_runtime_candidate_gets_its_verdict_and_the_engine_rec
     if (req == "cpu" && cuda)
       continue;
     BOOST_TEST_CONTEXT(name) {
+      const auto workers_before = engine.workers_started();
       auto res = engine.evaluate(request(file, id++));
+      const auto why_restart = engine.last_failure(); // cleared when the next worker starts
       auto want = expected_error(exp["expect_error"]);
       BOOST_CHECK_MESSAGE(res.error == want, name << ": got " << to_string(res.error)
                                                   << ", expected " << exp["expect_error"]
@@ -174,6 +176,9 @@ BOOST_AUTO_TEST_CASE(every_runtime_candidate_gets_its_verdict_and_the_engine_rec
       }
       ++checked;
       check_good_after(engine, name, id++);
+      // workers_before counts this candidate's first worker too
+      BOOST_CHECK_MESSAGE(engine.workers_started() <= std::max<uint64_t>(workers_before, 1),
+                          name << " cost a worker: " << why_restart);
     }
   }
   BOOST_TEST_MESSAGE(checked << " candidates checked; " << engine.workers_started()

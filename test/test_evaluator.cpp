@@ -51,6 +51,7 @@ struct evaluator_fixture {
     s.engine.worker.extensions_dir = dir / "extensions";
     s.engine.worker.isolation = eval::isolation_mode::none;
     s.engine.start_timeout = 20s;
+    s.engine.kill_grace = 500ms; // the hostile worker never answers a hang itself
     s.engine.recycle_after = recycle_after;
     return s;
   }

@@ -417,7 +417,8 @@ eval_result eval_engine::evaluate(const eval_request& req) {
     .field("build_dir", build_dir_of(req.candidate_source))
     .field("timeout_s", t.timeout_s)
     .end_object();
-  auto deadline = std::chrono::milliseconds(static_cast<int64_t>(t.timeout_s * 1000));
+  auto deadline =
+    std::chrono::milliseconds(static_cast<int64_t>(t.timeout_s * 1000)) + opts_.kill_grace;
   const auto stray_before = worker_->stray_answers();
   auto answer = request(w.str(), deadline);
   // Lines on the answer pipe that did not answer this request: something wrote there during

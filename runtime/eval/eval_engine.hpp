@@ -62,6 +62,11 @@ struct engine_options {
   double memory_limit_gb = 16;
   std::chrono::milliseconds start_timeout{120000}; ///< importing torch + first CUDA context
   std::chrono::milliseconds canary_timeout{30000};
+  /// How long past a candidate's timeout_s the engine waits for the worker's own timeout answer
+  /// before it kills the worker. The worker stops the candidate at timeout_s and answers; on a
+  /// loaded machine (spare candidate processes importing torch beside it) that answer can take
+  /// seconds, and a kill then costs a worker start (~10 s) for nothing.
+  std::chrono::milliseconds kill_grace{10000};
   size_t excerpt_bytes = 4000;      ///< longest error excerpt kept
   /// Per-run severities of static-check rules (validated with validate_overrides()).
   std::map<std::string, severity> rule_overrides;

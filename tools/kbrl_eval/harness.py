@@ -139,7 +139,7 @@ class Evaluation:
         bd = r.get("build_dir") or os.path.join(self.w.scratch, "torch_extensions")
         p["build_dir"] = os.path.abspath(str(bd))
         p["timeout_s"] = float(r.get("timeout_s", 300))
-        # answer before the parent's kill at timeout_s (the worker then survives the timeout)
+        # answer by timeout_s; the engine kills the whole worker only at timeout_s + its kill_grace
         p["budget_s"] = max(0.001, p["timeout_s"] - min(5.0, 0.1 * p["timeout_s"]))
         return p
 

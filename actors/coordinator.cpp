@@ -1,5 +1,6 @@
 #include "actors/coordinator.hpp"
 
+#include "runtime/episode/step_health.hpp"
 #include "runtime/episode/step_summary.hpp"
 #include "runtime/episode/trajectory_view.hpp"
 #include "runtime/io/json_writer.hpp"
@@ -38,6 +39,8 @@ namespace {
 void fill_pipeline(coordinator_pointer self);
 void refresh_workers(coordinator_pointer self);
 void try_train(coordinator_pointer self);
+void confirmed(coordinator_pointer self, const caf::actor_addr& sampler);
+bool check_health(coordinator_pointer self, const step_round& r);
 
 double metric(const std::vector<metric_record>& records, const std::string& name) {
   for (auto& r : records)
@@ -162,8 +165,10 @@ void launch_round(coordinator_pointer self, step_round r, const std::vector<prob
   settings.round = r.key;
   if (r.eval)
     settings.sampling.temperature = 0; // held-out problems: greedy
-  // The staleness bound of the header: ask for at least the version published now.
-  settings.min_policy_version = async_mode(st) ? st.policy_version : 0;
+  // The staleness bound of the header: ask for at least the version published now. In sync
+  // mode every sampler confirmed it already, except one that joined (or came back) since: it
+  // gets the policy from the learner when it is subscribed, and must not sample before.
+  settings.min_policy_version = st.policy_version;
   uint64_t k = 0;
   for (size_t i = 0; i < problems.size(); ++i) {
     // Group ids: unique per step and problem; held-out runs get their own range so traces
@@ -302,6 +307,8 @@ void commit(coordinator_pointer self, uint64_t key) {
   st.step = r.step;
   save_checkpoint(self, r.cursor_after);
   log_progress(self, r, static_cast<size_t>(metric(r.summary, "groups/dropped_flat")));
+  if (!check_health(self, r))
+    return;
   if (st.settings.eval_every > 0 && st.step % st.settings.eval_every == 0
       && !st.eval_problems.empty())
     launch_held_out(self);
@@ -309,33 +316,85 @@ void commit(coordinator_pointer self, uint64_t key) {
   try_train(self);
 }
 
+/// Says which of a committed step's episodes failed and why; stops the run (false) after
+/// max_failed_steps steps in a row where all did: nothing could be sampled or judged.
+bool check_health(coordinator_pointer self, const step_round& r) {
+  auto& st = self->state;
+  auto health = episode::check_step(r.collected);
+  const bool stop = st.failed_steps.record(health);
+  if (health.failed == 0)
+    return true;
+  spdlog::warn("{}: step {}: {} of {} episodes failed: {}", st.stats.name, r.step, health.failed,
+               health.episodes, health.reasons);
+  if (!stop)
+    return true;
+  st.stats.last_error = "every episode of the last " + std::to_string(st.failed_steps.in_a_row())
+                        + " steps failed (rl.max_failed_steps), so nothing can be learned; step "
+                        + std::to_string(r.step) + ": " + health.reasons;
+  st.phase = "failed";
+  self->quit(make_error(errc::invalid_config, st.stats.last_error));
+  return false;
+}
+
 /// Sends the new policy to every sampler and waits until each confirmed it: a status request
-/// queued behind the policy is answered after the sampler applied it.
+/// queued behind the policy is answered after the sampler applied it. The samplers are the
+/// board's of now (a lost one is off it, a new one on it); one that is lost while it is
+/// awaited (its node died: the down message comes at once, the answer never) is not waited for.
 void publish(coordinator_pointer self, uint64_t key, const policy_update& update) {
   auto& st = self->state;
+  refresh_workers(self);
   st.publishing = true;
   update_phase(self);
   st.clock->begin(stage::publishing, key);
-  auto done = [self, key] {
-    auto& st = self->state;
-    st.clock->end(stage::publishing, key);
-    st.publishing = false;
-    commit(self, key);
-  };
-  if (st.res->samplers.empty())
-    return done();
-  auto left = std::make_shared<size_t>(st.res->samplers.size());
+  st.awaiting_confirmation.clear();
+  st.publishing_key = key;
+  st.publishing_version = update.version;
+  for (auto& s : st.res->samplers)
+    st.awaiting_confirmation.insert(s.address());
+  if (st.awaiting_confirmation.empty())
+    return confirmed(self, caf::actor_addr{});
   for (auto& s : st.res->samplers) {
+    self->monitor(s);
     self->send(s, policy_atom::value, update);
+    auto addr = s.address();
     self->request(s, st.settings.publish_timeout, status_atom::value)
-      .then([left, done](const actor_status&) { if (--*left == 0) done(); },
-            [self, left, done, version = update.version](caf::error& err) {
+      .then([self, addr](const actor_status&) { confirmed(self, addr); },
+            [self, addr, version = update.version](caf::error& err) {
               spdlog::warn("{}: a sampler did not confirm policy version {}: {}",
                            self->state.stats.name, version, self->system().render(err));
-              if (--*left == 0)
-                done();
+              confirmed(self, addr);
             });
   }
+}
+
+/// One sampler confirmed (or failed to, or was lost); the step commits once none is awaited.
+void confirmed(coordinator_pointer self, const caf::actor_addr& sampler) {
+  auto& st = self->state;
+  if (!st.publishing)
+    return;
+  if (sampler && st.awaiting_confirmation.erase(sampler) > 0)
+    self->demonitor(sampler); // one monitor per publish, so none piles up over the steps
+  if (!st.awaiting_confirmation.empty())
+    return;
+  st.clock->end(stage::publishing, st.publishing_key);
+  st.publishing = false;
+  commit(self, st.publishing_key);
+}
+
+void sampler_lost(coordinator_pointer self, const caf::down_msg& msg) {
+  auto& st = self->state;
+  if (!st.publishing || st.awaiting_confirmation.count(msg.source) == 0)
+    return;
+  spdlog::warn("{}: a sampler was lost before it confirmed policy version {} ({}); not waiting "
+               "for it (it gets the newest policy when it joins again)",
+               st.stats.name, st.publishing_version, self->system().render(msg.reason));
+  confirmed(self, msg.source);
+}
+
+/// What steps wait for ("an evaluator to join"), or "nothing".
+std::string waiting_for(const coordinator_state& st) {
+  auto missing = st.settings.workers ? st.settings.workers->missing() : std::string{};
+  return missing.empty() ? "nothing" : missing + " to join (episodes wait for one)";
 }
 
 /// Drops trajectories with a turn sampled more than max_staleness versions before the current
@@ -436,7 +495,8 @@ void refresh_workers(coordinator_pointer self) {
   if (!st.settings.workers)
     return;
   auto fresh = std::make_shared<episode_resources>(*st.res);
-  auto seen = st.settings.workers->copy_if_newer(st.workers_seen, *fresh);
+  auto seen = st.settings.workers->copy_if_newer(st.workers_seen, fresh->samplers,
+                                                  fresh->evaluators);
   if (seen == st.workers_seen)
     return;
   st.workers_seen = seen;
@@ -577,23 +637,6 @@ caf::result<std::string> trajectory_view(coordinator_state& st,
 
 } // namespace
 
-void worker_board::set(std::vector<sampler_actor> samplers,
-                       std::vector<evaluator_supervisor_actor> evaluators) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  samplers_ = std::move(samplers);
-  evaluators_ = std::move(evaluators);
-  ++revision_;
-}
-
-uint64_t worker_board::copy_if_newer(uint64_t seen, episode_resources& res) const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (revision_ > seen) {
-    res.samplers = samplers_;
-    res.evaluators = evaluators_;
-  }
-  return revision_;
-}
-
 caf::expected<coordinator_checkpoint> read_coordinator_checkpoint(const std::string& run_dir) {
   coordinator_checkpoint out;
   auto path = run_dir + "/coordinator.json";
@@ -618,10 +661,14 @@ coordinator_actor::behavior_type coordinator(coordinator_pointer self, actor_sta
   auto& st = self->state;
   st.stats = std::move(stats);
   st.settings = std::move(settings);
+  st.failed_steps = episode::failed_step_counter{st.settings.max_failed_steps};
   st.res = std::move(resources);
   st.res->coordinator = coordinator_actor{self};
   st.clock = std::make_shared<episode::stage_clock>();
   st.res->stages = st.clock;
+  st.res->board = st.settings.workers;
+  // A sampler lost while a policy is published is not waited for (see publish).
+  self->set_down_handler([self](const caf::down_msg& msg) { sampler_lost(self, msg); });
   st.learner = std::move(learner);
   st.metrics = std::move(metrics);
   st.order = std::make_unique<episode::problem_order>(std::move(train_set), st.settings.seed);
@@ -668,7 +715,8 @@ coordinator_actor::behavior_type coordinator(coordinator_pointer self, actor_sta
          {"last correct rate", fmt::format("{:.0f}%", 100 * st.last_correct)},
          {"groups dropped (flat)", std::to_string(st.dropped_groups)},
          {"trajectories dropped (stale)", std::to_string(st.stale_dropped)},
-         {"last step timeline", last_timeline_text(st)}},
+         {"last step timeline", last_timeline_text(st)},
+         {"waiting for", waiting_for(st)}},
         {"pause", "resume", "timeline", "trajectory"});
     },
     [self](control_atom, const std::string& verb,

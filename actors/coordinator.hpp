@@ -45,8 +45,10 @@
 
 #include "actors/actor_stats.hpp"
 #include "actors/episode.hpp"
+#include "actors/worker_board.hpp"
 #include "messages/type_ids.hpp"
 #include "runtime/episode/problem_set.hpp"
+#include "runtime/episode/step_health.hpp"
 #include "runtime/episode/stage_clock.hpp"
 #include "runtime/episode/step_timeline.hpp"
 
@@ -57,8 +59,8 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
+#include <set>
 
 namespace kbrl {
 
@@ -71,24 +73,6 @@ const char* to_string(coordinator_mode m);
 /// "sync" or "async"; anything else is std::nullopt.
 std::optional<coordinator_mode> parse_coordinator_mode(const std::string& text);
 
-
-/// The samplers and evaluator supervisors of a running cluster, as whoever watches the
-/// membership last saw them (the run actor on the coordinator node). The coordinator reads it
-/// when a step starts, so nodes that join or leave are used from the next step on; episodes
-/// already running keep the lists they started with. Thread-safe.
-class worker_board {
-public:
-  /// Replaces both lists and bumps the revision.
-  void set(std::vector<sampler_actor> samplers, std::vector<evaluator_supervisor_actor> evaluators);
-  /// Copies the lists into `res` if the revision is newer than `seen`; returns the revision.
-  uint64_t copy_if_newer(uint64_t seen, episode_resources& res) const;
-
-private:
-  mutable std::mutex mutex_;
-  uint64_t revision_ = 0;
-  std::vector<sampler_actor> samplers_;
-  std::vector<evaluator_supervisor_actor> evaluators_;
-};
 
 struct coordinator_settings {
   uint64_t steps = 10;            ///< training steps to run (0: until stopped)
@@ -113,7 +97,11 @@ struct coordinator_settings {
   /// How long a sampler may take to confirm a new policy before publishing counts as done
   /// without it. Default 5 minutes.
   std::chrono::milliseconds publish_timeout{std::chrono::minutes(5)};
-  /// When set, the samplers and evaluators of each new step come from here (see worker_board).
+  /// Steps in a row whose episodes all failed before the coordinator stops with an error
+  /// (0: never). Default 3.
+  uint64_t max_failed_steps = 3;
+  /// When set, samplers and evaluators come from here (see worker_board): episodes read it
+  /// before each request, publishing reads it for the samplers to send a policy to.
   std::shared_ptr<const worker_board> workers;
 };
 
@@ -153,7 +141,11 @@ struct coordinator_state {
   bool publishing = false;        ///< waiting for samplers to confirm a policy
   std::map<uint64_t, step_round> rounds; ///< under way, by key
   uint64_t workers_seen = 0;      ///< revision of settings.workers last copied into res
+  std::set<caf::actor_addr> awaiting_confirmation; ///< samplers yet to confirm the policy
+  uint64_t publishing_key = 0;    ///< the round whose policy is being published
+  uint64_t publishing_version = 0;
   uint64_t dropped_groups = 0;
+  episode::failed_step_counter failed_steps{0}; ///< set from settings.max_failed_steps
   uint64_t stale_dropped = 0;
   double last_reward = 0, last_correct = 0;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();

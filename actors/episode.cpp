@@ -13,6 +13,7 @@ namespace kbrl {
 namespace {
 
 void sample(episode_pointer self);
+void evaluate(episode_pointer self);
 void finish(episode_pointer self, std::string reason);
 
 /// Times one request of `s` for the coordinator's timeline (when a stage clock is set).
@@ -59,8 +60,89 @@ bool wait_after_busy(episode_pointer self, const caf::error& err) {
 void step_done(episode_pointer self) {
   auto& st = self->state;
   st.retries = 0;
+  st.resent = 0;
   st.busy_answers = 0;
   st.busy_waited = std::chrono::milliseconds{0};
+}
+
+constexpr auto worker_poll_interval = std::chrono::seconds(1);
+
+/// Takes the board's lists when it has newer ones (RL runs: nodes joined, left or came back).
+void refresh_workers(episode_pointer self) {
+  auto& st = self->state;
+  if (st.res->board)
+    st.board_seen = st.res->board->copy_if_newer(st.board_seen, st.samplers, st.evaluators);
+}
+
+/// The next of `list` (round robin from `next`) not lost while asked; a null handle when none.
+template <class Handle>
+Handle pick(episode_pointer self, const std::vector<Handle>& list, size_t& next) {
+  for (size_t i = 0; i < list.size(); ++i) {
+    auto& h = list[(next + i) % list.size()];
+    if (self->state.lost.count(h.address()) == 0) {
+      next += i;
+      return h;
+    }
+  }
+  return Handle{};
+}
+
+/// No sampler or evaluator to ask: with a board one may join, so wait and look again (the RL
+/// run logs what the step waits for); without one the episode cannot go on.
+void wait_for_workers(episode_pointer self, const std::string& none) {
+  auto& st = self->state;
+  if (!st.res->board)
+    return finish(self, "failed: " + none);
+  if (st.waiting.empty())
+    spdlog::debug("{}: {}; waiting for one to join", label(self), none);
+  st.waiting = none + ", waiting for one to join";
+  self->delayed_send(self, worker_poll_interval, tick_atom::value);
+}
+
+/// Monitors `target` and numbers a new request to it; answers carry the number.
+uint64_t ask(episode_pointer self, const caf::actor_addr& target) {
+  auto& st = self->state;
+  st.waiting.clear();
+  st.asked = target;
+  st.in_flight = true;
+  self->monitor(target);
+  return ++st.attempt;
+}
+
+/// An answer (or error) to request `attempt` arrived: false when it is stale (the request was
+/// sent again after its target was lost), else the request is over.
+bool answered(episode_pointer self, uint64_t attempt) {
+  auto& st = self->state;
+  if (attempt != st.attempt || !st.in_flight)
+    return false;
+  st.in_flight = false;
+  self->demonitor(st.asked); // samplers live long: monitors of ended requests would pile up
+  return true;
+}
+
+/// The sampler or evaluator holding the request is gone (its node died, or it was sent to a
+/// dead handle): not asked again; the request goes elsewhere without spending a retry.
+void target_lost(episode_pointer self, const std::string& why) {
+  auto& st = self->state;
+  st.lost.insert(st.asked);
+  st.in_flight = false;
+  ++st.attempt; // an answer that still comes is dropped
+  bool sampling = st.phase == "sampling";
+  timed(self, sampling ? episode::stage::sampling : episode::stage::evaluating, false);
+  spdlog::warn("{}: the {} it asked was lost ({}); asking another one", label(self),
+               sampling ? "sampler" : "evaluator", why);
+  if (sampling)
+    ++st.resent; // the turn that comes of it counts it
+  else
+    ++st.traj.turns.back().retries;
+  if (sampling)
+    sample(self);
+  else
+    evaluate(self);
+}
+
+bool receiver_gone(const caf::error& err) {
+  return err == caf::sec::request_receiver_down;
 }
 
 /// Scores the newest turn (evaluated or not) and decides what comes next.
@@ -88,20 +170,26 @@ void score_and_continue(episode_pointer self, const eval_result* verdict) {
 void evaluate(episode_pointer self) {
   auto& st = self->state;
   st.phase = "evaluating";
-  if (st.res->evaluators.empty())
-    return finish(self, "failed: no evaluator to send the candidate to");
+  refresh_workers(self);
+  auto target = pick(self, st.evaluators, st.next_evaluator);
+  if (!target)
+    return wait_for_workers(self, st.evaluators.empty()
+                                    ? "no evaluator to send the candidate to"
+                                    : "every evaluator it knows was lost");
   eval_request req;
   req.id = st.traj.id * 100 + st.traj.turns.size();
   req.candidate_source = st.history.back().answer.code;
   req.task = st.task;
   req.timing = st.settings.timing;
   req.trace = label(self);
-  auto& target = st.res->evaluators[st.next_evaluator % st.res->evaluators.size()];
   timed(self, episode::stage::evaluating, true);
+  auto attempt = ask(self, target.address());
   self->request(target, st.settings.evaluator_timeout, evaluate_atom::value, req)
     .then(
-      [self](eval_result& verdict) {
+      [self, attempt](eval_result& verdict) {
         auto& st = self->state;
+        if (!answered(self, attempt))
+          return;
         timed(self, episode::stage::evaluating, false);
         if (verdict.error == eval_error::infrastructure && st.retries < st.settings.max_retries) {
           // kbrl's own failure, not the candidate's: the candidate gets another evaluator
@@ -113,8 +201,12 @@ void evaluate(episode_pointer self) {
         step_done(self);
         score_and_continue(self, &verdict);
       },
-      [self](caf::error& err) {
+      [self, attempt](caf::error& err) {
         auto& st = self->state;
+        if (receiver_gone(err) && attempt == st.attempt && st.in_flight)
+          return target_lost(self, self->system().render(err));
+        if (!answered(self, attempt))
+          return;
         timed(self, episode::stage::evaluating, false);
         ++st.next_evaluator;
         if (is_busy(err) && wait_after_busy(self, err))
@@ -159,8 +251,11 @@ void sample(episode_pointer self) {
   if (!st.examples_fetched && st.res->retriever)
     return fetch_examples(self);
   st.phase = "sampling";
-  if (st.res->samplers.empty())
-    return finish(self, "failed: no sampler to ask");
+  refresh_workers(self);
+  auto target = pick(self, st.samplers, st.next_sampler);
+  if (!target)
+    return wait_for_workers(self, st.samplers.empty() ? "no sampler to ask"
+                                                      : "every sampler it knows was lost");
   auto tokens = episode::prompt_tokens(st.task, st.history, st.settings.prompts,
                                       *st.res->tokenizer, *st.res->chat);
   if (!tokens)
@@ -173,14 +268,24 @@ void sample(episode_pointer self) {
   req.min_policy_version = st.settings.min_policy_version;
   req.trace = label(self);
   auto prompt_tokens = req.prompt_tokens;
-  auto& target = st.res->samplers[st.next_sampler % st.res->samplers.size()];
   timed(self, episode::stage::sampling, true);
+  auto attempt = ask(self, target.address());
   self->request(target, st.settings.sampler_timeout, generate_atom::value, req)
     .then(
-      [self, prompt_tokens](generation_result& out) {
+      [self, prompt_tokens, attempt](generation_result& out) {
         auto& st = self->state;
+        if (!answered(self, attempt))
+          return;
         timed(self, episode::stage::sampling, false);
-        if (out.finish == finish_reason::error && st.retries < st.settings.max_retries) {
+        if (out.finish == finish_reason::error) {
+          // The sampler could not generate (a prompt the model cannot take, a failed
+          // forward): another may; an empty turn scored as the policy's would teach nothing.
+          auto why = out.error.empty() ? std::string("no reason given") : out.error;
+          if (st.retries >= st.settings.max_retries)
+            return finish(self, "failed: the sampler could not generate: " + why);
+          if (st.retries == 0)
+            spdlog::warn("{}: {} could not generate: {}; asking again", label(self),
+                         out.sampler.empty() ? std::string("the sampler") : out.sampler, why);
           ++st.retries;
           ++st.next_sampler;
           return sample(self);
@@ -192,7 +297,7 @@ void sample(episode_pointer self) {
         t.logprobs = std::move(out.logprobs);
         t.completion_text = std::move(out.completion_text);
         t.policy_version = out.policy_version;
-        t.retries = st.retries;
+        t.retries = st.retries + st.resent;
         step_done(self);
         if (st.traj.policy_versions.empty() || st.traj.policy_versions.back() != t.policy_version)
           st.traj.policy_versions.push_back(t.policy_version);
@@ -206,8 +311,12 @@ void sample(episode_pointer self) {
         else
           score_and_continue(self, nullptr);
       },
-      [self](caf::error& err) {
+      [self, attempt](caf::error& err) {
         auto& st = self->state;
+        if (receiver_gone(err) && attempt == st.attempt && st.in_flight)
+          return target_lost(self, self->system().render(err));
+        if (!answered(self, attempt))
+          return;
         timed(self, episode::stage::sampling, false);
         ++st.next_sampler;
         if (is_busy(err) && wait_after_busy(self, err))
@@ -246,7 +355,14 @@ episode_actor::behavior_type run_episode(episode_pointer self, actor_stats stats
   st.stats = std::move(stats);
   st.settings = std::move(settings);
   st.res = std::move(resources);
+  st.samplers = st.res->samplers;
+  st.evaluators = st.res->evaluators;
   st.traj.id = trajectory_id;
+  self->set_down_handler([self](const caf::down_msg& msg) {
+    auto& st = self->state;
+    if (st.in_flight && msg.source == st.asked)
+      target_lost(self, self->system().render(msg.reason));
+  });
   return {
     [self](status_atom) -> actor_status {
       auto& st = self->state;
@@ -254,7 +370,8 @@ episode_actor::behavior_type run_episode(episode_pointer self, actor_stats stats
       return st.stats.snapshot(st.phase, self->mailbox().size(),
                                {{"problem", st.task.id},
                                 {"turns", std::to_string(st.traj.turns.size()) + " / "
-                                            + std::to_string(st.settings.max_turns)}});
+                                            + std::to_string(st.settings.max_turns)},
+                                {"waiting for", st.waiting.empty() ? "an answer" : st.waiting}});
     },
     [self](control_atom, const std::string& verb,
            const std::vector<std::string>&) -> caf::result<std::string> {
@@ -272,8 +389,10 @@ episode_actor::behavior_type run_episode(episode_pointer self, actor_stats stats
       sample(self);
     },
     [self](tick_atom) {
-      // The back-off after a busy answer has passed: ask again.
+      // The back-off after a busy answer has passed, or it waited for a worker: ask again.
       auto& st = self->state;
+      if (st.in_flight)
+        return; // asked meanwhile (one tick is pending at most; this guards the invariant)
       if (st.phase == "evaluating")
         evaluate(self);
       else if (st.phase == "sampling")

@@ -24,6 +24,12 @@
 // policy's chat format and tokenized here, so the learner gets exactly the token ids sampled
 // from. A sampler or evaluator that fails (node lost, queue busy, evaluator restarted) does not
 // lose the episode: the step goes to the next one in the list and the turn counts the retry.
+// A sampler or evaluator whose node is lost while it holds the request (the episode monitors
+// whom it asked: the down message comes at once, the answer never) is not a failure either: it
+// is not asked again and the request goes to another one at once, without spending a retry.
+// With a worker board (RL runs) the lists are the board's of the moment, so a node that joins
+// or comes back is used by the next request; when the board has no sampler or evaluator the
+// episode waits for one (checking every second) instead of failing.
 // A busy answer (a full queue: errc::busy) is not a failure: the episode waits with an
 // exponential back-off (busy_backoff_first doubling up to busy_backoff_max) and asks the next
 // one in the list again, for up to busy_wait_limit in all, without spending its retries; in
@@ -32,6 +38,7 @@
 // sampler replaying recorded completions finds the problem by it, runtime/sampler/replay_backend).
 
 #include "actors/actor_stats.hpp"
+#include "actors/worker_board.hpp"
 #include "messages/type_ids.hpp"
 #include "runtime/episode/prompts.hpp"
 #include "runtime/episode/rewards.hpp"
@@ -42,6 +49,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include <memory>
+#include <set>
 
 namespace kbrl {
 
@@ -73,6 +81,8 @@ struct episode_settings {
 struct episode_resources {
   std::vector<sampler_actor> samplers;
   std::vector<evaluator_supervisor_actor> evaluators;
+  /// When set, its lists replace the two above before each request (newer revisions only).
+  std::shared_ptr<const worker_board> board;
   coordinator_actor coordinator;
   std::shared_ptr<const tok::tokenizer> tokenizer;
   std::shared_ptr<const tok::chat_format> chat;
@@ -95,9 +105,18 @@ struct episode_state {
   trajectory traj;
   std::vector<episode::previous_turn> history;
   std::string phase = "waiting"; ///< waiting, sampling, evaluating, done
+  std::vector<sampler_actor> samplers;                ///< resources' lists, or the board's
+  std::vector<evaluator_supervisor_actor> evaluators; ///< as last read
+  uint64_t board_seen = 0;       ///< revision of res->board last read
+  std::set<caf::actor_addr> lost; ///< samplers and evaluators lost while asked: not asked again
+  caf::actor_addr asked;         ///< whom the request under way went to (monitored)
+  bool in_flight = false;        ///< a request is under way
+  std::string waiting;           ///< set while no sampler or evaluator can be asked
+  uint64_t attempt = 0;          ///< bumped per request: an answer to an older one is dropped
   size_t next_sampler = 0;
   size_t next_evaluator = 0;
-  int32_t retries = 0;           ///< of the current step
+  int32_t retries = 0;           ///< of the current step (spent of max_retries)
+  int32_t resent = 0;            ///< of the current step, after its target was lost (free)
   int32_t busy_answers = 0;      ///< of the current step
   std::chrono::milliseconds busy_waited{0}; ///< of the current step
   bool examples_fetched = false; ///< retrieval done (or not wanted) for the first prompt

@@ -185,13 +185,13 @@ void try_start(rl_run_pointer self) {
     start_run(self, learners.front(), samplers, evaluators, metrics.front());
 }
 
-/// Running: samplers and evaluators that joined or left go on the board for the next step.
+/// Running: samplers and evaluators that joined, left or came back go on the board, which
+/// episodes read before each request. An empty list is put there too: episodes then wait for
+/// one to join (logged here every few seconds) instead of asking a lost one.
 void update_board(rl_run_pointer self) {
   auto& st = self->state;
   auto samplers = ready(self, "sampler");
   auto evaluators = actors_with_role(st.view, "evaluator-supervisor");
-  if (samplers.empty() || evaluators.empty())
-    return; // episodes keep the last lists (and retry on them) rather than none
   std::vector<std::string> names, handles;
   std::vector<sampler_actor> s;
   std::vector<evaluator_supervisor_actor> e;
@@ -210,12 +210,40 @@ void update_board(rl_run_pointer self) {
   auto key = join(handles);
   if (key == st.board_handles)
     return;
-  spdlog::info("the next steps use {} sampler(s) and {} evaluator supervisor(s): {}", s.size(),
-               e.size(), join(names));
+  if (s.empty() || e.empty())
+    spdlog::warn("the run has {} sampler(s) and {} evaluator supervisor(s) now: episodes wait "
+                 "for {} to join{}",
+                 s.size(), e.size(),
+                 s.empty() && e.empty() ? "a sampler and an evaluator"
+                 : s.empty()            ? "a sampler"
+                                        : "an evaluator",
+                 names.empty() ? "" : " (" + join(names) + " still there)");
+  else
+    spdlog::info("episodes use {} sampler(s) and {} evaluator supervisor(s) now: {}", s.size(),
+                 e.size(), join(names));
   for (auto& a : samplers)
     self->send(st.learner, subscribe_atom::value, a.handle);
   st.board->set(std::move(s), std::move(e));
   st.board_handles = std::move(key);
+}
+
+/// Running with no sampler or no evaluator: says so every few seconds.
+void log_missing_workers(rl_run_pointer self) {
+  auto& st = self->state;
+  auto missing = st.board->missing();
+  auto now = std::chrono::steady_clock::now();
+  if (missing.empty()) {
+    st.workers_missing_since = {};
+    return;
+  }
+  if (st.workers_missing_since == std::chrono::steady_clock::time_point{})
+    st.workers_missing_since = now;
+  if (now - st.last_wait_log < wait_log_interval)
+    return;
+  st.last_wait_log = now;
+  spdlog::warn("the RL run waits for {} to join (none for {}); `status {}` in kbrl-shell shows "
+               "it too",
+               missing, human_duration(seconds_since(st.workers_missing_since)), st.stats.name);
 }
 
 /// The learner writes its final state unless its newest checkpoint already is it; then the
@@ -390,9 +418,12 @@ rl_run_actor::behavior_type rl_run(rl_run_pointer self, actor_stats stats,
         }
         return;
       }
-      if (st.phase != "running" || st.status_pending)
+      if (st.phase != "running")
         return;
       update_board(self); // samplers that finished loading since the last view
+      log_missing_workers(self);
+      if (st.status_pending)
+        return;
       st.status_pending = true;
       self->request(st.coordinator, check_timeout, status_atom::value)
         .then(

@@ -7,8 +7,9 @@
 //      |        logs what is still missing every few seconds
 //      v
 //   [running] coordinator spawned with those actors; samplers are subscribed to the learner.
-//      |      Samplers and evaluators that join (or leave) later go on the worker board, which
-//      |      the coordinator reads at the start of each step. Every metrics batch passes
+//      |      Samplers and evaluators that join, leave or come back later go on the worker
+//      |      board, which episodes read before each request (none of a kind: they wait for
+//      |      one, and this actor says so every few seconds). Every metrics batch passes
 //      |      through here on its way to the sink: a progress line per step.
 //      |  coordinator's phase "finished"
 //      v
@@ -63,6 +64,8 @@ struct rl_run_state {
   std::string board_handles;        ///< the workers' handles last put on the board (a rejoined
                                     ///< node's actors have their old names and new handles)
   bool status_pending = false;
+  /// Running: since when the board has had no sampler or no evaluator (zero: it has both).
+  std::chrono::steady_clock::time_point workers_missing_since{};
 
   // progress
   std::chrono::steady_clock::time_point run_started, last_step_at;

@@ -62,6 +62,44 @@ inline sampler_actor::behavior_type busy_sampler(sampler_actor::pointer self, in
   };
 }
 
+/// A sampler whose node is about to be lost: it takes every request, tells `sink` ("held"),
+/// and never answers (the promises stay open, as a request held by a dead node does).
+inline sampler_actor::behavior_type holding_sampler(sampler_actor::pointer self, caf::actor sink) {
+  auto held = std::make_shared<std::vector<caf::response_promise>>();
+  return {
+    [](status_atom) { return actor_status{}; },
+    [](control_atom, const std::string&, const std::vector<std::string>&) { return std::string{}; },
+    [=](generate_atom, generation_request&) -> caf::result<generation_result> {
+      held->push_back(self->make_response_promise());
+      caf::anon_send(sink, std::string("held"));
+      return caf::delegated<generation_result>();
+    },
+    [](generate_atom, uint64_t, generation_result&) {},
+    [](policy_atom, policy_update&) {},
+  };
+}
+
+/// The same for an evaluator supervisor.
+inline evaluator_supervisor_actor::behavior_type
+holding_evaluator(evaluator_supervisor_actor::pointer self, caf::actor sink) {
+  auto held = std::make_shared<std::vector<caf::response_promise>>();
+  return {
+    [](status_atom) { return actor_status{}; },
+    [](control_atom, const std::string&, const std::vector<std::string>&) { return std::string{}; },
+    [=](evaluate_atom, eval_request&) -> caf::result<eval_result> {
+      held->push_back(self->make_response_promise());
+      caf::anon_send(sink, std::string("held"));
+      return caf::delegated<eval_result>();
+    },
+    [](status_atom, actors_atom) { return std::vector<actor_status>{}; },
+    [](status_atom, const std::string&) { return actor_status{}; },
+    [](control_atom, const std::string&, const std::string&, const std::vector<std::string>&) {
+      return std::string{};
+    },
+    [](start_atom, const std::string&) {},
+  };
+}
+
 /// Hands every finished trajectory to `sink` (the test's scoped actor).
 inline coordinator_actor::behavior_type trajectory_sink(coordinator_actor::pointer, caf::actor sink) {
   return {

@@ -155,6 +155,94 @@ BOOST_AUTO_TEST_CASE(a_lost_sampler_is_retried_on_the_next_one) {
   BOOST_CHECK_EQUAL(t.turns[0].retries, 1);
 }
 
+BOOST_AUTO_TEST_CASE(a_candidate_held_by_a_lost_evaluator_waits_for_one_that_joins) {
+  // An RL run's evaluator node dies while it holds the candidate, and comes back a second later
+  // (new handles on the worker board). The episode is told at once (it monitors whom it asked),
+  // waits while the board has no evaluator, and sends the candidate to the new one.
+  caf::scoped_actor self{*sys};
+  auto prompts = std::make_shared<std::vector<generation_request>>();
+  auto sampler = sys->spawn(test::scripted_sampler,
+                            std::vector<std::string>{tagged(candidate("relu_correct_clamp.py"))},
+                            prompts);
+  auto sink = caf::actor_cast<caf::actor>(self);
+  auto doomed = sys->spawn(test::holding_evaluator, sink);
+  auto board = std::make_shared<worker_board>();
+  board->set({sampler}, {doomed});
+  auto r = std::make_shared<episode_resources>();
+  r->board = board;
+  r->coordinator = sys->spawn(test::trajectory_sink, sink);
+  r->tokenizer = std::make_shared<tok::tokenizer>(test::byte_tokenizer());
+  r->chat = std::make_shared<tok::chat_format>(*tok::chat_format::by_name("chatml"));
+  auto s = settings();
+  s.max_retries = 0; // a lost evaluator must not spend retries
+  actor_stats stats;
+  stats.name = "test/episode.1";
+  auto e = sys->spawn(run_episode, stats, s, std::shared_ptr<const episode_resources>(r), 7u);
+  self->send(e, start_atom::value, task, uint64_t{3});
+  self->receive([](const std::string& what) { BOOST_CHECK_EQUAL(what, "held"); },
+                caf::after(std::chrono::seconds(30)) >> [] { BOOST_FAIL("never evaluated"); });
+  board->set({sampler}, {}); // the membership saw the node go
+  self->send_exit(doomed, caf::exit_reason::kill);
+  // While the board has no evaluator, the episode says what it waits for.
+  BOOST_CHECK(test::eventually(
+    [&] {
+      std::string waits;
+      self->request(e, std::chrono::seconds(5), status_atom::value)
+        .receive(
+          [&](actor_status& st) {
+            for (auto& d : st.details)
+              if (d.key == "waiting for")
+                waits = d.value;
+          },
+                 [](caf::error&) {});
+      return waits.find("no evaluator") != std::string::npos;
+    },
+    std::chrono::seconds(10)));
+  auto back = evaluators();
+  board->set({sampler}, {back}); // it came back
+  trajectory t;
+  self->receive([&](trajectory& got) { t = std::move(got); },
+                caf::after(std::chrono::seconds(240)) >> [] { BOOST_FAIL("no trajectory"); });
+  self->send_exit(back, caf::exit_reason::user_shutdown);
+  BOOST_CHECK_EQUAL(t.end_reason, "success");
+  BOOST_REQUIRE_EQUAL(t.turns.size(), 1u);
+  BOOST_CHECK(t.turns[0].verdict.correct);
+  BOOST_CHECK_EQUAL(t.turns[0].retries, 1); // sent twice: to the lost one and the new one
+}
+
+BOOST_AUTO_TEST_CASE(a_prompt_held_by_a_lost_sampler_goes_to_another_at_once) {
+  caf::scoped_actor self{*sys};
+  auto prompts = std::make_shared<std::vector<generation_request>>();
+  auto sink = caf::actor_cast<caf::actor>(self);
+  auto doomed = sys->spawn(test::holding_sampler, sink);
+  auto good = sys->spawn(test::scripted_sampler, std::vector<std::string>{"no code here"},
+                         prompts);
+  auto r = resources(doomed, sink);
+  auto board = std::make_shared<worker_board>();
+  board->set({doomed, good}, r->evaluators);
+  r->board = board;
+  auto s = settings();
+  s.max_turns = 1;
+  s.max_retries = 0;
+  actor_stats stats;
+  stats.name = "test/episode.1";
+  auto e = sys->spawn(run_episode, stats, s, std::shared_ptr<const episode_resources>(r), 7u);
+  self->send(e, start_atom::value, task, uint64_t{3});
+  self->receive([](const std::string& what) { BOOST_CHECK_EQUAL(what, "held"); },
+                caf::after(std::chrono::seconds(30)) >> [] { BOOST_FAIL("never sampled"); });
+  // The board still lists it (the membership has not noticed yet): it must not be asked again.
+  self->send_exit(doomed, caf::exit_reason::kill);
+  trajectory t;
+  self->receive([&](trajectory& got) { t = std::move(got); },
+                caf::after(std::chrono::seconds(30)) >> [] { BOOST_FAIL("no trajectory"); });
+  for (auto& ev : r->evaluators)
+    self->send_exit(ev, caf::exit_reason::user_shutdown);
+  BOOST_CHECK_EQUAL(t.end_reason, "max_turns");
+  BOOST_REQUIRE_EQUAL(t.turns.size(), 1u);
+  BOOST_CHECK_EQUAL(t.turns[0].completion_text, "no code here");
+  BOOST_CHECK_EQUAL(prompts->size(), 1u);
+}
+
 BOOST_AUTO_TEST_CASE(a_busy_sampler_is_asked_again_after_a_back_off_without_spending_retries) {
   caf::scoped_actor self{*sys};
   auto prompts = std::make_shared<std::vector<generation_request>>();

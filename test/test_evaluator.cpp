@@ -344,4 +344,25 @@ BOOST_AUTO_TEST_CASE(a_forged_answer_on_the_pipe_is_ignored_and_reported) {
   caf::anon_send_exit(sup, caf::exit_reason::user_shutdown);
 }
 
+BOOST_AUTO_TEST_CASE(a_candidates_budget_is_scaled_to_its_problem_once_the_reference_is_timed) {
+  // Issue 21: a hung candidate held an RL step for the whole 300 s. Once the problem's
+  // reference was timed (4 ms here: 1 s per call), the worker is given base + calls x 1 s.
+  auto sup = spawn(1);
+  auto first = evaluate_one(sup, request(1, "#show_timeout", 300));
+  BOOST_CHECK_EQUAL(first.error_excerpt, "timeout_s=300"); // nothing known of the problem yet
+  auto req = request(2, "#show_timeout", 300);
+  auto second = evaluate_one(sup, req);
+  const auto& t = req.timing;
+  const int64_t calls = t.correctness_trials + t.warmup_runs + t.perf_trials * 2 + 2;
+  eval::engine_options defaults;
+  BOOST_CHECK_EQUAL(second.error_excerpt,
+                    "timeout_s=" + std::to_string(static_cast<int64_t>(
+                                     defaults.scaled_timeout_base_s + calls)));
+  BOOST_CHECK_EQUAL(eval::scaled_timeout_s(300, 60, 240, 17, 4.0), 300.0);  // a build to come
+  BOOST_CHECK_EQUAL(eval::scaled_timeout_s(300, 60, 0, 17, 4.0), 77.0);
+  BOOST_CHECK_EQUAL(eval::scaled_timeout_s(300, 60, 0, 10, 100.0), 110.0); // 5 s per call
+  BOOST_CHECK_EQUAL(eval::scaled_timeout_s(30, 60, 0, 10, 1.0), 30.0);     // never more
+  caf::anon_send_exit(sup, caf::exit_reason::user_shutdown);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

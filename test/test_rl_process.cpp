@@ -172,6 +172,31 @@ BOOST_AUTO_TEST_CASE(bad_runs_exit_non_zero_naming_what_is_wrong) {
   BOOST_CHECK_MESSAGE(contains(no_dir.output, "--resume " + (dir / "nowhere")), no_dir.output);
 }
 
+BOOST_AUTO_TEST_CASE(a_run_where_nothing_can_be_sampled_stops_saying_why) {
+  // A policy whose vocabulary (128) is smaller than its tokenizer's (256): every prompt holds
+  // ids the model cannot take, so every completion fails. The run must not finish "fine" with
+  // zeros: it says why each step failed and stops with exit 1 after rl.max_failed_steps.
+  auto config = model::tiny_model_config("qwen2");
+  config.vocab_size = 128;
+  config.max_position_embeddings = 8192;
+  auto small = dir / "small-vocab";
+  BOOST_REQUIRE(model::write_random_checkpoint(small, config, 11));
+  dir.write("small-vocab/tokenizer.json", test::byte_tokenizer_json());
+  auto run = test::run_command(args({"sampler.model=" + small, "rl.steps=5",
+                                     "rl.max_failed_steps=2", "run.name=small-vocab"}),
+                               120);
+  BOOST_CHECK_EQUAL(run.code, 1);
+  BOOST_CHECK_MESSAGE(contains(run.output, "outside the vocabulary [0, 128)"), run.output);
+  BOOST_CHECK_MESSAGE(contains(run.output, "step 1: 4 of 4 episodes failed: 4 x the sampler "
+                                           "could not generate"),
+                      run.output);
+  BOOST_CHECK_MESSAGE(contains(run.output, "every episode of the last 2 steps failed"),
+                      run.output);
+  // What was done stays: both steps were committed before the stop.
+  BOOST_CHECK(test::trace_steps(dir / "runs/small-vocab/traces.jsonl")
+              == (std::map<uint64_t, int>{{1, 4}, {2, 4}}));
+}
+
 BOOST_AUTO_TEST_CASE(the_coordinator_waits_for_a_node_with_samplers_and_evaluators) {
   // head: learner (and the run); worker: sampler and evaluator, started once head waits.
   auto head_port = test::free_port(), worker_port = test::free_port();

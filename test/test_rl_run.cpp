@@ -362,17 +362,28 @@ BOOST_AUTO_TEST_CASE(the_worker_board_hands_out_new_lists_once) {
   caf::actor_system sys{cfg};
   auto dummy = sys.spawn([]() -> caf::behavior { return {[](int) {}}; });
   worker_board board;
-  episode_resources res;
-  BOOST_CHECK_EQUAL(board.copy_if_newer(0, res), 0u); // nothing yet
+  std::vector<sampler_actor> samplers;
+  std::vector<evaluator_supervisor_actor> evaluators;
+  BOOST_CHECK_EQUAL(board.copy_if_newer(0, samplers, evaluators), 0u); // nothing yet
+  BOOST_CHECK_EQUAL(board.missing(), "");
   board.set({caf::actor_cast<sampler_actor>(dummy), caf::actor_cast<sampler_actor>(dummy)},
             {caf::actor_cast<evaluator_supervisor_actor>(dummy)});
-  auto seen = board.copy_if_newer(0, res);
+  auto seen = board.copy_if_newer(0, samplers, evaluators);
   BOOST_CHECK_EQUAL(seen, 1u);
-  BOOST_CHECK_EQUAL(res.samplers.size(), 2u);
-  BOOST_CHECK_EQUAL(res.evaluators.size(), 1u);
-  res.samplers.clear();
-  BOOST_CHECK_EQUAL(board.copy_if_newer(seen, res), 1u);
-  BOOST_CHECK(res.samplers.empty()); // not newer: left alone
+  BOOST_CHECK_EQUAL(samplers.size(), 2u);
+  BOOST_CHECK_EQUAL(evaluators.size(), 1u);
+  BOOST_CHECK_EQUAL(board.missing(), "");
+  samplers.clear();
+  BOOST_CHECK_EQUAL(board.copy_if_newer(seen, samplers, evaluators), 1u);
+  BOOST_CHECK(samplers.empty()); // not newer: left alone
+  // The evaluator node was lost: an empty list is handed out too (episodes then wait).
+  board.set({caf::actor_cast<sampler_actor>(dummy)}, {});
+  BOOST_CHECK_EQUAL(board.missing(), "an evaluator");
+  BOOST_CHECK_EQUAL(board.copy_if_newer(seen, samplers, evaluators), 2u);
+  BOOST_CHECK_EQUAL(samplers.size(), 1u);
+  BOOST_CHECK(evaluators.empty());
+  board.set({}, {});
+  BOOST_CHECK_EQUAL(board.missing(), "a sampler and an evaluator");
   caf::anon_send_exit(dummy, caf::exit_reason::user_shutdown);
 }
 

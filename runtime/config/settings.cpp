@@ -232,6 +232,10 @@ const std::vector<setting>& all_settings() {
     {"rl.max_retries", setting_kind::integer, "3",
      "Per turn: times a request is sent to another sampler or evaluator after one failed.", {},
      0, 100},
+    {"rl.max_failed_steps", setting_kind::integer, "3",
+     "Steps in a row in which every episode failed (nothing could be sampled or judged: a "
+     "tokenizer that does not fit the model, evaluators that cannot start) before the run "
+     "stops with an error naming why; 0 never stops.", {}, 0, 1000000},
     {"rl.sampler_timeout_s", setting_kind::real, "900.0",
      "Seconds an episode waits for one completion.", {}, 0, inf, exclusive},
     {"rl.evaluator_timeout_s", setting_kind::real, "900.0",
@@ -240,7 +244,10 @@ const std::vector<setting>& all_settings() {
     {"rl.eval_timeout_s", setting_kind::real, "300.0",
      "Seconds of wall clock one candidate's evaluation may take in the worker (build, "
      "correctness, timing): a hung or slow candidate holds its evaluator at most this long and "
-     "gets the verdict timeout.", {}, 1, inf},
+     "gets the verdict timeout. An upper bound: once the problem's reference was timed, the "
+     "evaluator allows 60 s, plus 240 s while the candidate's extension is not built, plus 1 s "
+     "(or 50 times the reference's time) per call of the candidate, when that is less.", {}, 1,
+     inf},
     {"rl.learner_timeout_s", setting_kind::real, "1800.0",
      "Seconds the coordinator waits for one training step.", {}, 0, inf, exclusive},
     {"rl.correctness_trials", setting_kind::integer, "5",

@@ -76,6 +76,12 @@ std::string timing_key(const eval_request& req, const std::string& device) {
 
 } // namespace
 
+double scaled_timeout_s(double requested_s, double base_s, double build_s, int64_t calls,
+                        double reference_ms) {
+  const double per_call_s = std::max(1.0, 50.0 * reference_ms / 1000.0);
+  return std::min(requested_s, base_s + build_s + static_cast<double>(calls) * per_call_s);
+}
+
 caf::expected<evaluate_answer> parse_evaluate_answer(std::string_view json,
                                                      const engine_options& opts,
                                                      int32_t trials_asked) {
@@ -387,8 +393,17 @@ eval_result eval_engine::evaluate(const eval_request& req) {
   auto compiled_cached = reference_times_.find(compiled_key);
   bool time_compiled = want_compiled && compiled_cached == reference_times_.end();
 
-  // 3. The worker evaluates.
-  auto& t = req.timing;
+  // 3. The worker evaluates, within a budget scaled to the problem once its reference is known.
+  auto t = req.timing;
+  if (cached != reference_times_.end() && opts_.scaled_timeout_base_s > 0) {
+    const bool built = req.task.backend == kernel_backend::torch
+                       || std::filesystem::exists(build_dir_of(req.candidate_source));
+    const int64_t calls = t.correctness_trials + t.warmup_runs
+                          + (t.measure_performance ? t.perf_trials * 2 + 2 : 0);
+    t.timeout_s = scaled_timeout_s(t.timeout_s, opts_.scaled_timeout_base_s,
+                                   built && !time_compiled ? 0 : opts_.scaled_timeout_build_s,
+                                   calls, cached->second.mean_ms);
+  }
   json_writer w;
   w.begin_object()
     .field("op", "evaluate")

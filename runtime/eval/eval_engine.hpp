@@ -62,6 +62,10 @@ struct engine_options {
   double memory_limit_gb = 16;
   std::chrono::milliseconds start_timeout{120000}; ///< importing torch + first CUDA context
   std::chrono::milliseconds canary_timeout{30000};
+  /// Once a problem's reference was timed, candidates get scaled_timeout_s() of the request's
+  /// timeout_s with these (base 0: the request's timeout_s as it is).
+  double scaled_timeout_base_s = 60;
+  double scaled_timeout_build_s = 240; ///< added while the candidate's extension is not built
   /// How long past a candidate's timeout_s the engine waits for the worker's own timeout answer
   /// before it kills the worker. The worker stops the candidate at timeout_s and answers; on a
   /// loaded machine (spare candidate processes importing torch beside it) that answer can take
@@ -91,6 +95,13 @@ struct evaluate_answer {
 caf::expected<evaluate_answer> parse_evaluate_answer(std::string_view json,
                                                      const engine_options& opts,
                                                      int32_t trials_asked);
+
+/// A candidate's evaluation budget scaled to its problem: `base_s` (process, inputs, checks)
+/// + `build_s` (a build still to come) + `calls` x max(1 s, 50 x the reference's time), never
+/// more than `requested_s`. A hang then holds an evaluator about a minute on a fast problem
+/// instead of the whole requested budget, while slow problems keep room.
+double scaled_timeout_s(double requested_s, double base_s, double build_s, int64_t calls,
+                        double reference_ms);
 
 /// The stable identity of a piece of source: FNV-1a 64 of the text, as 16 hex digits.
 std::string source_hash(std::string_view text);

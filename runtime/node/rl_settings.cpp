@@ -131,6 +131,7 @@ caf::expected<rl_run_settings> rl_run_settings_from(const config::run_config& ru
   e.timing.timeout_s = run.get_real("rl.eval_timeout_s");
   e.success_speedup = run.get_real("rl.success_speedup");
   e.max_retries = static_cast<int32_t>(run.get_int("rl.max_retries"));
+  c.max_failed_steps = static_cast<uint64_t>(run.get_int("rl.max_failed_steps"));
   e.sampler_timeout = seconds_key(run, "rl.sampler_timeout_s");
   e.evaluator_timeout = seconds_key(run, "rl.evaluator_timeout_s");
   auto prompts = episode::prompt_settings_from(run);

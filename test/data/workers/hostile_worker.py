@@ -109,7 +109,8 @@ for line in requests:
         if "#noisy" in cand:
             print("candidate output " * 100)
         sticky = "#sticky" in cand
-        correct = "#wrong" not in cand and not sticky
+        shown = "#show_timeout" in cand  # says the budget it was given, as a mismatch's excerpt
+        correct = "#wrong" not in cand and not sticky and not shown
         stats = {"mean_ms": 2.0, "median_ms": 2.0, "std_ms": 0.1, "min_ms": 1.9, "max_ms": 2.2,
                  "trials": req.get("perf_trials", 0)}
         ref = dict(stats, mean_ms=4.0) if req.get("time_reference") else {}
@@ -118,7 +119,7 @@ for line in requests:
                trials_total=req["correctness_trials"],
                error="none" if correct else ("runtime" if sticky else "mismatch"),
                error_excerpt="" if correct else "CUDA error: an illegal memory access" if sticky
-               else "max abs diff 1.0",
+               else "timeout_s=%g" % req["timeout_s"] if shown else "max abs diff 1.0",
                trials=[{"passed": correct, "max_abs_diff": 0.0 if correct else 1.0,
                         "mean_abs_diff": 0.0, "note": ""}] * req["correctness_trials"],
                kernel_runtime=stats, reference_runtime=ref, hack_flags=[],

@@ -32,7 +32,8 @@
 //   problems already handed out) -> held-out evaluation when due -> launch more, train the next
 //
 //   pause: the steps under way finish, no new one starts. [finished] once `steps` are committed
-//   and nothing is under way.
+//   and nothing is under way. After max_failed_steps committed steps in a row whose episodes
+//   all failed (nothing could be sampled or judged), the coordinator stops with that error.
 //
 // In synchronous mode (window 0) this is the plain loop: episodes, training, publishing, next
 // step. Exactly once: everything a step leaves (traces, metrics, the checkpoint) is written in

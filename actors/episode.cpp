@@ -131,14 +131,13 @@ void target_lost(episode_pointer self, const std::string& why) {
   timed(self, sampling ? episode::stage::sampling : episode::stage::evaluating, false);
   spdlog::warn("{}: the {} it asked was lost ({}); asking another one", label(self),
                sampling ? "sampler" : "evaluator", why);
-  if (sampling)
+  if (sampling) {
     ++st.resent; // the turn that comes of it counts it
-  else
-    ++st.traj.turns.back().retries;
-  if (sampling)
     sample(self);
-  else
+  } else {
+    ++st.traj.turns.back().retries;
     evaluate(self);
+  }
 }
 
 bool receiver_gone(const caf::error& err) {

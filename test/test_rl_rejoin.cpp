@@ -109,13 +109,13 @@ struct rejoin_fixture {
     return test::eventually([&] { return contains(out("head"), text); }, timeout);
   }
 
-  /// Whether the evaluator node's evaluator is busy with a candidate (asked with kbrl-shell).
-  bool evaluating() {
+  /// Whether `actor` of `node` is in `state` (asked with kbrl-shell): busy with a request.
+  bool in_state(const std::string& node, const std::string& actor, const std::string& state) {
     auto status = test::run_command({test::build_dir() + "/kbrl-shell",
-                                     "127.0.0.1:" + std::to_string(ports["eval"]), "-c",
-                                     "status eval/evaluator.0", "--json", "--timeout", "2"},
+                                     "127.0.0.1:" + std::to_string(ports[node]), "-c",
+                                     "status " + actor, "--json", "--timeout", "2"},
                                     10);
-    return contains(status.output, "\"state\":\"evaluating\"");
+    return contains(status.output, "\"state\":\"" + state + "\"");
   }
 
   std::string logs() {
@@ -136,7 +136,9 @@ BOOST_AUTO_TEST_CASE(a_run_survives_kill_9_of_its_evaluator_node_and_of_its_samp
 
   // Kill the evaluator node while it evaluates a candidate of step 2 (others wait in its queue).
   BOOST_REQUIRE_MESSAGE(head_says("step 1" + of, 180s), logs());
-  BOOST_REQUIRE_MESSAGE(test::eventually([&] { return evaluating(); }, 60s), logs());
+  BOOST_REQUIRE_MESSAGE(
+    test::eventually([&] { return in_state("eval", "eval/evaluator.0", "evaluating"); }, 60s),
+    logs());
   eval.signal(SIGKILL);
   BOOST_CHECK_EQUAL(eval.wait_exit(10s), 128 + SIGKILL);
   // The run notices, says what it waits for, and does not score zeros meanwhile.
@@ -153,6 +155,9 @@ BOOST_AUTO_TEST_CASE(a_run_survives_kill_9_of_its_evaluator_node_and_of_its_samp
 
   // The same for the sampler node, two steps later: step 4's prompts are being sampled.
   BOOST_REQUIRE_MESSAGE(head_says("step 3" + of, 240s), logs());
+  BOOST_REQUIRE_MESSAGE(
+    test::eventually([&] { return in_state("samp", "samp/sampler.0", "generating"); }, 60s),
+    logs());
   samp.signal(SIGKILL);
   BOOST_CHECK_EQUAL(samp.wait_exit(10s), 128 + SIGKILL);
   BOOST_REQUIRE_MESSAGE(head_says("episodes wait for a sampler to join", 20s), logs());

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <sstream>
 
 using namespace kbrl;
@@ -158,7 +159,15 @@ BOOST_AUTO_TEST_CASE(every_runtime_candidate_gets_its_verdict_and_the_engine_rec
       continue;
     BOOST_TEST_CONTEXT(name) {
       const auto workers_before = engine.workers_started();
-      auto res = engine.evaluate(request(file, id++));
+      // A candidate that tests the memory limit gets an engine with its limit (the limit is an
+      // engine option); left at the default 16 GiB it would fill this machine first.
+      std::unique_ptr<eval_engine> limited;
+      if (exp.count("memory_limit_mb")) {
+        auto o = opts;
+        o.memory_limit_gb = std::stod(exp["memory_limit_mb"]) / 1024.0;
+        limited = std::make_unique<eval_engine>(o);
+      }
+      auto res = (limited ? *limited : engine).evaluate(request(file, id++));
       const auto why_restart = engine.last_failure(); // cleared when the next worker starts
       auto want = expected_error(exp["expect_error"]);
       BOOST_CHECK_MESSAGE(res.error == want, name << ": got " << to_string(res.error)

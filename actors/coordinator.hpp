@@ -76,7 +76,7 @@ std::optional<coordinator_mode> parse_coordinator_mode(const std::string& text);
 
 
 struct coordinator_settings {
-  uint64_t steps = 10;            ///< training steps to run (0: until stopped)
+  uint64_t steps = 100;           ///< training steps to run (0: until stopped); rl.steps
   size_t problems_per_step = 4;   ///< B
   size_t group_size = 4;          ///< G samples per problem
   uint64_t eval_every = 0;        ///< steps between held-out evaluations (0: never)

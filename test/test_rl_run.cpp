@@ -155,6 +155,45 @@ BOOST_AUTO_TEST_CASE(rl_keys_become_the_coordinator_settings) {
   BOOST_CHECK_EQUAL(env->problems.root, "/kb");
 }
 
+BOOST_AUTO_TEST_CASE(the_coordinator_and_episode_defaults_are_the_settings_tables) {
+  // One source for each default: what a default-constructed struct holds (code and tests that
+  // build settings by hand) must be what the run config's table gives (issue 17; rl.steps was
+  // 100 there and 10 here). A new field with a table key belongs here too.
+  auto s = rl_run_settings_from(rl_config({}), "/runs/x", nullptr);
+  BOOST_REQUIRE_MESSAGE(s, test::why(s));
+  const auto& c = s->coordinator;
+  const coordinator_settings dc;
+  BOOST_CHECK_EQUAL(c.steps, dc.steps);
+  BOOST_CHECK_EQUAL(c.problems_per_step, dc.problems_per_step);
+  BOOST_CHECK_EQUAL(c.group_size, dc.group_size);
+  BOOST_CHECK_EQUAL(c.eval_every, dc.eval_every);
+  BOOST_CHECK_EQUAL(c.drop_flat_groups, dc.drop_flat_groups);
+  BOOST_CHECK_EQUAL(c.learner_timeout.count(), dc.learner_timeout.count());
+  BOOST_CHECK_EQUAL(c.traces_max_bytes, dc.traces_max_bytes);
+  BOOST_CHECK_EQUAL(c.seed, dc.seed);
+  BOOST_CHECK(c.mode == dc.mode);
+  BOOST_CHECK_EQUAL(c.max_staleness, dc.max_staleness);
+  BOOST_CHECK_EQUAL(c.max_failed_steps, dc.max_failed_steps);
+  const auto& e = c.episodes;
+  const episode_settings de;
+  BOOST_CHECK_EQUAL(e.max_turns, de.max_turns);
+  BOOST_CHECK_EQUAL(e.gamma, de.gamma);
+  BOOST_CHECK(e.aggregation == de.aggregation);
+  BOOST_CHECK_EQUAL(e.success_speedup, de.success_speedup);
+  BOOST_CHECK_EQUAL(e.max_retries, de.max_retries);
+  BOOST_CHECK_EQUAL(e.sampler_timeout.count(), de.sampler_timeout.count());
+  BOOST_CHECK_EQUAL(e.evaluator_timeout.count(), de.evaluator_timeout.count());
+  BOOST_CHECK_EQUAL(e.sampling.temperature, de.sampling.temperature);
+  BOOST_CHECK_EQUAL(e.sampling.top_p, de.sampling.top_p);
+  BOOST_CHECK_EQUAL(e.sampling.top_k, de.sampling.top_k);
+  BOOST_CHECK_EQUAL(e.sampling.max_new_tokens, de.sampling.max_new_tokens);
+  BOOST_CHECK_EQUAL(e.timing.correctness_trials, de.timing.correctness_trials);
+  BOOST_CHECK_EQUAL(e.timing.perf_trials, de.timing.perf_trials);
+  BOOST_CHECK_EQUAL(e.timing.timeout_s, de.timing.timeout_s);
+  BOOST_CHECK_EQUAL(s->max_staleness, rl_run_settings{}.max_staleness);
+  BOOST_CHECK_EQUAL(s->mode, rl_run_settings{}.mode);
+}
+
 BOOST_AUTO_TEST_CASE(rl_config_errors_name_the_key) {
   auto missing_root = rl_error({"problems.root="});
   BOOST_CHECK_MESSAGE(contains(missing_root, "problems.root")

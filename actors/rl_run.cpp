@@ -109,6 +109,45 @@ std::string describe_missing(rl_run_pointer self, const std::string& role,
   return notes.empty() ? what : what + " (" + join(notes, "; ") + ")";
 }
 
+/// What goes on the worker board for these samplers and evaluators, and the key that tells a
+/// change: handles, not names (a node that died and came back has the same actor names but new
+/// handles, and its old ones lead nowhere).
+struct board_lists {
+  std::vector<sampler_actor> samplers;
+  std::vector<evaluator_supervisor_actor> evaluators;
+  std::vector<std::string> names;
+  std::string key;
+};
+
+board_lists board_lists_of(const std::vector<actor_entry>& samplers,
+                           const std::vector<actor_entry>& evaluators) {
+  board_lists out;
+  std::vector<std::string> handles;
+  for (auto& a : samplers) {
+    out.samplers.push_back(caf::actor_cast<sampler_actor>(a.handle));
+    out.names.push_back(a.name);
+    handles.push_back(caf::to_string(a.handle));
+  }
+  for (auto& a : evaluators) {
+    out.evaluators.push_back(caf::actor_cast<evaluator_supervisor_actor>(a.handle));
+    out.names.push_back(a.name);
+    handles.push_back(caf::to_string(a.handle));
+  }
+  out.key = join(handles);
+  return out;
+}
+
+/// Puts `lists` on the board and subscribes its samplers to the learner (the learner ignores
+/// repeats and sends a new subscriber its newest policy).
+void put_on_board(rl_run_pointer self, const std::vector<actor_entry>& samplers,
+                  board_lists lists) {
+  auto& st = self->state;
+  for (auto& a : samplers)
+    self->send(st.learner, subscribe_atom::value, a.handle);
+  st.board->set(std::move(lists.samplers), std::move(lists.evaluators));
+  st.board_handles = std::move(lists.key);
+}
+
 void start_run(rl_run_pointer self, const actor_entry& learner,
                const std::vector<actor_entry>& samplers, const std::vector<actor_entry>& evaluators,
                const actor_entry& metrics) {
@@ -117,21 +156,15 @@ void start_run(rl_run_pointer self, const actor_entry& learner,
   st.learner = caf::actor_cast<learner_actor>(learner.handle);
   st.metrics = caf::actor_cast<metrics_actor>(metrics.handle);
   auto res = std::make_shared<episode_resources>();
-  std::vector<std::string> names, sampler_names, evaluator_names, handles;
-  for (auto& s : samplers) {
-    handles.push_back(caf::to_string(s.handle));
-    res->samplers.push_back(caf::actor_cast<sampler_actor>(s.handle));
-    // Samplers on the learner's node are subscribed by their node; the learner ignores repeats.
-    self->send(st.learner, subscribe_atom::value, s.handle);
+  std::vector<std::string> sampler_names, evaluator_names;
+  for (auto& s : samplers)
     sampler_names.push_back(s.name);
-  }
-  for (auto& e : evaluators) {
-    handles.push_back(caf::to_string(e.handle));
-    res->evaluators.push_back(caf::actor_cast<evaluator_supervisor_actor>(e.handle));
+  for (auto& e : evaluators)
     evaluator_names.push_back(e.name);
-  }
-  names = sampler_names;
-  names.insert(names.end(), evaluator_names.begin(), evaluator_names.end());
+  auto lists = board_lists_of(samplers, evaluators);
+  res->samplers = lists.samplers;
+  res->evaluators = lists.evaluators;
+  put_on_board(self, samplers, std::move(lists));
   auto retrievers = actors_with_role(st.view, "retriever");
   if (!retrievers.empty()) {
     res->retriever = caf::actor_cast<retriever_actor>(retrievers.front().handle);
@@ -140,8 +173,6 @@ void start_run(rl_run_pointer self, const actor_entry& learner,
   }
   res->tokenizer = in.tokenizer;
   res->chat = in.chat;
-  st.board->set(res->samplers, res->evaluators);
-  st.board_handles = join(handles);
 
   auto settings = in.settings.coordinator;
   settings.workers = st.board;
@@ -192,39 +223,20 @@ void update_board(rl_run_pointer self) {
   auto& st = self->state;
   auto samplers = ready(self, "sampler");
   auto evaluators = actors_with_role(st.view, "evaluator-supervisor");
-  std::vector<std::string> names, handles;
-  std::vector<sampler_actor> s;
-  std::vector<evaluator_supervisor_actor> e;
-  for (auto& a : samplers) {
-    names.push_back(a.name);
-    handles.push_back(caf::to_string(a.handle));
-    s.push_back(caf::actor_cast<sampler_actor>(a.handle));
-  }
-  for (auto& a : evaluators) {
-    names.push_back(a.name);
-    handles.push_back(caf::to_string(a.handle));
-    e.push_back(caf::actor_cast<evaluator_supervisor_actor>(a.handle));
-  }
-  // By handle, not by name: a node that died and came back has the same actor names, but new
-  // handles (its old ones lead nowhere), and the board must take them.
-  auto key = join(handles);
-  if (key == st.board_handles)
+  auto lists = board_lists_of(samplers, evaluators);
+  if (lists.key == st.board_handles)
     return;
-  if (s.empty() || e.empty())
+  auto names = join(lists.names);
+  put_on_board(self, samplers, std::move(lists));
+  auto missing = st.board->missing();
+  if (!missing.empty())
     spdlog::warn("the run has {} sampler(s) and {} evaluator supervisor(s) now: episodes wait "
                  "for {} to join{}",
-                 s.size(), e.size(),
-                 s.empty() && e.empty() ? "a sampler and an evaluator"
-                 : s.empty()            ? "a sampler"
-                                        : "an evaluator",
-                 names.empty() ? "" : " (" + join(names) + " still there)");
+                 samplers.size(), evaluators.size(), missing,
+                 names.empty() ? "" : " (" + names + " still there)");
   else
-    spdlog::info("episodes use {} sampler(s) and {} evaluator supervisor(s) now: {}", s.size(),
-                 e.size(), join(names));
-  for (auto& a : samplers)
-    self->send(st.learner, subscribe_atom::value, a.handle);
-  st.board->set(std::move(s), std::move(e));
-  st.board_handles = std::move(key);
+    spdlog::info("episodes use {} sampler(s) and {} evaluator supervisor(s) now: {}",
+                 samplers.size(), evaluators.size(), names);
 }
 
 /// Running with no sampler or no evaluator: says so every few seconds.

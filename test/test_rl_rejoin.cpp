@@ -109,13 +109,38 @@ struct rejoin_fixture {
     return test::eventually([&] { return contains(out("head"), text); }, timeout);
   }
 
-  /// Whether `actor` of `node` is in `state` (asked with kbrl-shell): busy with a request.
-  bool in_state(const std::string& node, const std::string& actor, const std::string& state) {
-    auto status = test::run_command({test::build_dir() + "/kbrl-shell",
-                                     "127.0.0.1:" + std::to_string(ports[node]), "-c",
-                                     "status " + actor, "--json", "--timeout", "2"},
-                                    10);
-    return contains(status.output, "\"state\":\"" + state + "\"");
+  /// `status ACTOR` through kbrl-shell connected to `node`, as JSON.
+  std::string shell_status(const std::string& node, const std::string& actor) {
+    return test::run_command({test::build_dir() + "/kbrl-shell",
+                              "127.0.0.1:" + std::to_string(ports[node]), "-c",
+                              "status " + actor, "--json", "--timeout", "5"},
+                             20)
+      .output;
+  }
+
+  /// kill -9 of `node` once `actor` there is `busy` (holding requests); returns when the head
+  /// says episodes wait for `kind` ("an evaluator", "a sampler").
+  void kill_while_busy(test::child_process& proc, const std::string& node,
+                       const std::string& actor, const std::string& busy,
+                       const std::string& kind) {
+    BOOST_REQUIRE_MESSAGE(test::eventually(
+                            [&] {
+                              return contains(shell_status(node, actor),
+                                              "\"state\":\"" + busy + "\"");
+                            },
+                            60s),
+                          logs());
+    proc.signal(SIGKILL);
+    BOOST_CHECK_EQUAL(proc.wait_exit(10s), 128 + SIGKILL);
+    // The run notices and says what it waits for (it does not score zeros meanwhile).
+    BOOST_REQUIRE_MESSAGE(head_says("episodes wait for " + kind + " to join", 20s), logs());
+  }
+
+  /// Starts `node` again (after a second of waiting) and waits until the head sees it back.
+  void restart(test::child_process& proc, const std::string& node, const std::string& role) {
+    std::this_thread::sleep_for(1s);
+    proc = start(node, role);
+    BOOST_REQUIRE_MESSAGE(head_says("node " + node + " rejoined, incarnation 2", 30s), logs());
   }
 
   std::string logs() {
@@ -136,34 +161,16 @@ BOOST_AUTO_TEST_CASE(a_run_survives_kill_9_of_its_evaluator_node_and_of_its_samp
 
   // Kill the evaluator node while it evaluates a candidate of step 2 (others wait in its queue).
   BOOST_REQUIRE_MESSAGE(head_says("step 1" + of, 180s), logs());
-  BOOST_REQUIRE_MESSAGE(
-    test::eventually([&] { return in_state("eval", "eval/evaluator.0", "evaluating"); }, 60s),
-    logs());
-  eval.signal(SIGKILL);
-  BOOST_CHECK_EQUAL(eval.wait_exit(10s), 128 + SIGKILL);
-  // The run notices, says what it waits for, and does not score zeros meanwhile.
-  BOOST_REQUIRE_MESSAGE(head_says("episodes wait for an evaluator to join", 20s), logs());
-  // kbrl-shell shows it on the run's status too.
-  auto status = test::run_command({test::build_dir() + "/kbrl-shell",
-                                   "127.0.0.1:" + std::to_string(ports["head"]), "-c",
-                                   "status head/coordinator", "--json", "--timeout", "5"},
-                                  20);
-  BOOST_CHECK_MESSAGE(contains(status.output, "an evaluator to join"), status.output);
-  std::this_thread::sleep_for(1s);
-  eval = start("eval", "evaluator");
-  BOOST_REQUIRE_MESSAGE(head_says("node eval rejoined, incarnation 2", 30s), logs());
+  kill_while_busy(eval, "eval", "eval/evaluator.0", "evaluating", "an evaluator");
+  // kbrl-shell shows the wait on the run's status too.
+  auto status = shell_status("head", "head/coordinator");
+  BOOST_CHECK_MESSAGE(contains(status, "an evaluator to join"), status);
+  restart(eval, "eval", "evaluator");
 
   // The same for the sampler node, two steps later: step 4's prompts are being sampled.
   BOOST_REQUIRE_MESSAGE(head_says("step 3" + of, 240s), logs());
-  BOOST_REQUIRE_MESSAGE(
-    test::eventually([&] { return in_state("samp", "samp/sampler.0", "generating"); }, 60s),
-    logs());
-  samp.signal(SIGKILL);
-  BOOST_CHECK_EQUAL(samp.wait_exit(10s), 128 + SIGKILL);
-  BOOST_REQUIRE_MESSAGE(head_says("episodes wait for a sampler to join", 20s), logs());
-  std::this_thread::sleep_for(1s);
-  samp = start("samp", "sampler");
-  BOOST_REQUIRE_MESSAGE(head_says("node samp rejoined, incarnation 2", 30s), logs());
+  kill_while_busy(samp, "samp", "samp/sampler.0", "generating", "a sampler");
+  restart(samp, "samp", "sampler");
 
   const int head_exit = head.wait_exit(300s);
   BOOST_REQUIRE_MESSAGE(head_exit == 0, "head exit " << head_exit << logs());

@@ -398,6 +398,8 @@ eval_result eval_engine::evaluate(const eval_request& req) {
   if (cached != reference_times_.end() && opts_.scaled_timeout_base_s > 0) {
     const bool built = req.task.backend == kernel_backend::torch
                        || std::filesystem::exists(build_dir_of(req.candidate_source));
+    // timed calls are counted twice (the host cross-check, the rotated input sets' checks),
+    // plus the coverage profile and the two-runs determinism check
     const int64_t calls = t.correctness_trials + t.warmup_runs
                           + (t.measure_performance ? t.perf_trials * 2 + 2 : 0);
     t.timeout_s = scaled_timeout_s(t.timeout_s, opts_.scaled_timeout_base_s,

@@ -165,8 +165,11 @@ learner_actor::behavior_type learner(learner_pointer self, actor_stats stats,
                        "version {}",
                        st.stats.name, r.step, r.last->loss, r.last->grad_norm,
                        r.tokens_per_second, update->version);
+        // Anonymous: a push naming this detached actor could sit in the middleman for a
+        // sampler on another node past shutdown, and CAF 0.17 then waits forever for this
+        // actor's thread (see relay_from in node.cpp). The samplers do not answer pushes.
         for (auto& sub : st.subscribers)
-          self->send(caf::actor_cast<sampler_actor>(sub), policy_atom::value, *update);
+          caf::anon_send(caf::actor_cast<sampler_actor>(sub), policy_atom::value, *update);
       }
       return std::move(*update);
     },
@@ -188,8 +191,8 @@ learner_actor::behavior_type learner(learner_pointer self, actor_stats stats,
       st.subscribers.push_back(handle);
       self->monitor(handle);
       if (st.core)
-        self->send(caf::actor_cast<sampler_actor>(handle), policy_atom::value,
-                   st.core->latest());
+        caf::anon_send(caf::actor_cast<sampler_actor>(handle), policy_atom::value,
+                       st.core->latest());
     },
   };
 }

@@ -5,6 +5,7 @@
 #include "runtime/device/devices.hpp"
 #include "runtime/eval/python_probe.hpp"
 #include "runtime/io/text.hpp"
+#include "runtime/node/exit_watchdog.hpp"
 #include "runtime/node/logging.hpp"
 #include "runtime/node/rl_run_dir.hpp"
 #include "runtime/node/rl_summary.hpp"
@@ -458,7 +459,16 @@ int run_node(const node_plan& plan_in) {
     cfg.openssl_key = plan.self.key;
     cfg.openssl_cafile = sec.ca_file;
   }
+  // Declared before the actor system: it outlives (and so bounds) the system's destructor.
+  exit_watchdog watchdog;
   caf::actor_system sys{cfg};
+  // Every actor ends first (checkpoints written, worker processes stopped); only the actor
+  // system's own teardown after that is bounded (exit_watchdog.hpp says why).
+  auto leave = [&](int code) {
+    sys.await_all_actors_done();
+    watchdog.arm(std::chrono::seconds(20), code, "the actor system's shutdown");
+    return code;
+  };
 
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
@@ -470,7 +480,7 @@ int run_node(const node_plan& plan_in) {
     spdlog::error("cannot listen on port {} (is another process using it?): {}", plan.self.port,
                   sys.render(port.error()));
     caf::anon_send_exit(handle, caf::exit_reason::user_shutdown);
-    return 1;
+    return leave(1);
   }
   spdlog::info("node {} of cluster {} listening on {}:{} ({}); roles {}; {}", plan.self.name,
                plan.manifest.name, sec.tls() || sec.allow_insecure ? "0.0.0.0" : "127.0.0.1",
@@ -505,12 +515,12 @@ int run_node(const node_plan& plan_in) {
     spdlog::error("node {} failed: {}", plan.self.name, sys.render(reason));
     summarize();
     spdlog::default_logger()->flush();
-    return 1;
+    return leave(1);
   }
   summarize();
   spdlog::info("node {} stopped cleanly", plan.self.name);
   spdlog::default_logger()->flush();
-  return 0;
+  return leave(0);
 }
 
 } // namespace kbrl

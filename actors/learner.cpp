@@ -1,5 +1,6 @@
 #include "actors/learner.hpp"
 
+#include "runtime/train/learner_core.hpp"
 #include "runtime/train/memory_usage.hpp"
 
 #include <caf/all.hpp>
@@ -9,6 +10,9 @@
 #include <cstdio>
 
 namespace kbrl {
+
+learner_state::learner_state() = default;
+learner_state::~learner_state() = default;
 
 namespace {
 

@@ -19,7 +19,6 @@
 
 #include "actors/actor_stats.hpp"
 #include "messages/type_ids.hpp"
-#include "runtime/train/learner_core.hpp"
 #include "runtime/train/learner_settings.hpp"
 
 #include <caf/typed_event_based_actor.hpp>
@@ -27,9 +26,17 @@
 #include <memory>
 #include <vector>
 
+namespace kbrl::train {
+class learner_core;
+}
+
 namespace kbrl {
 
 struct learner_state {
+  // Out of line (learner.cpp), where learner_core is complete: spawning sites need no torch.
+  learner_state();
+  ~learner_state();
+
   static inline const char* name = "learner";
   actor_stats stats;
   train::learner_settings settings;

@@ -7,7 +7,7 @@
 #include "actors/coordinator.hpp"
 #include "actors/metrics.hpp"
 #include "cluster_fixture.hpp"
-#include "model_fixture.hpp"
+#include "tokenizer_fixture.hpp"
 #include "pipeline_doubles.hpp"
 #include "runtime/episode/problem_set.hpp"
 #include "runtime/episode/stage_clock.hpp"

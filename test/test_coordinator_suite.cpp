@@ -8,7 +8,7 @@
 #include "actors/evaluator_supervisor.hpp"
 #include "actors/metrics.hpp"
 #include "cluster_fixture.hpp"
-#include "model_fixture.hpp"
+#include "tokenizer_fixture.hpp"
 #include "runtime/eval/problems.hpp"
 #include "runtime/eval/python_probe.hpp"
 #include "test_support.hpp"

@@ -274,7 +274,7 @@ BOOST_AUTO_TEST_CASE(shard_gradients_add_up_to_the_step_gradient) {
   // differs, since other micro-batches sum the same terms in another order).
   tiny_model m;
   auto options = small_options();
-  options.param_dtype = at::kDouble;
+  options.param_dtype = train::factor_dtype::float64;
   reference_trainer ref(m, options, at::kDouble);
   const auto samples = random_samples(3, 7);
   auto full = ref.trainer->compute_gradients(samples);

@@ -9,7 +9,7 @@
 #include "actors/sampler.hpp"
 #include "messages/type_ids.hpp"
 #include "actor_doubles.hpp"
-#include "model_fixture.hpp"
+#include "tokenizer_fixture.hpp"
 #include "runtime/eval/problems.hpp"
 #include "runtime/eval/python_probe.hpp"
 #include "runtime/model/random_checkpoint.hpp"

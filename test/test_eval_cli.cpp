@@ -18,7 +18,7 @@
 
 #include "cluster_fixture.hpp"
 #include "helper_process.hpp"
-#include "model_fixture.hpp"
+#include "tokenizer_fixture.hpp"
 #include "runtime/model/lora_adapter.hpp"
 #include "runtime/model/random_checkpoint.hpp"
 #include "runtime/device/devices.hpp"

@@ -19,7 +19,7 @@
 
 #include "cluster_fixture.hpp"
 #include "helper_process.hpp"
-#include "model_fixture.hpp"
+#include "tokenizer_fixture.hpp"
 #include "runtime/model/random_checkpoint.hpp"
 #include "runtime/eval/eval_engine.hpp"
 #include "runtime/eval/problems.hpp"

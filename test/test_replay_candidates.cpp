@@ -10,7 +10,7 @@
 
 #include "actors/episode.hpp"
 #include "actor_doubles.hpp"
-#include "model_fixture.hpp"
+#include "tokenizer_fixture.hpp"
 #include "runtime/eval/problems.hpp"
 #include "runtime/eval/static_checks.hpp"
 #include "runtime/node/node_runtime.hpp"

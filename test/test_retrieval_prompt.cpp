@@ -3,7 +3,7 @@
 // byte) or estimated as characters / 4, and where the block goes in a prompt. Also the
 // retrieval.* run-config keys.
 
-#include "model_fixture.hpp"
+#include "tokenizer_fixture.hpp"
 #include "runtime/config/settings.hpp"
 #include "runtime/retrieval/few_shot.hpp"
 #include "runtime/retrieval/retrieval_settings.hpp"

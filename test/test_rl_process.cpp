@@ -7,7 +7,7 @@
 
 #include "actors/coordinator.hpp"
 #include "cluster_fixture.hpp"
-#include "model_fixture.hpp"
+#include "tokenizer_fixture.hpp"
 #include "rl_run_files.hpp"
 #include "runtime/model/random_checkpoint.hpp"
 #include "runtime/train/checkpoint.hpp"

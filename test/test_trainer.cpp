@@ -163,7 +163,7 @@ BOOST_AUTO_TEST_CASE(gradients_match_finite_differences_in_float64) {
   for (const auto& v : variants) {
     BOOST_TEST_CONTEXT(v.name) {
       auto o = small_options();
-      o.param_dtype = at::kDouble;
+      o.param_dtype = train::factor_dtype::float64;
       o.loss.kind = v.loss;
       o.loss.kl_coef = v.kl;
       o.aggregation = v.aggregation;

@@ -1,7 +1,5 @@
 #include "runtime/model/load_policy.hpp"
 
-#include "runtime/hub/resolve_model.hpp"
-
 namespace kbrl::model {
 
 transformer_options placement_options(const policy_placement& p) {
@@ -10,10 +8,6 @@ transformer_options placement_options(const policy_placement& p) {
   if (p.gpu >= 0)
     opts.device = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(p.gpu));
   return opts;
-}
-
-caf::expected<std::filesystem::path> resolve_policy_dir(const std::string& model_ref) {
-  return hub::resolve_model(model_ref, hub::hub_options_from_environment());
 }
 
 caf::expected<transformer> load_policy(const std::string& model_ref,

@@ -2,6 +2,7 @@
 // One way for every role to get its policy model from a run config's words: a directory or hub
 // id, "bf16" or "fp32", and a GPU index (-1: the CPU).
 
+#include "runtime/model/policy_dir.hpp"
 #include "runtime/model/transformer.hpp"
 
 #include <caf/expected.hpp>
@@ -19,10 +20,6 @@ struct policy_placement {
 
 /// The transformer options for `placement`.
 transformer_options placement_options(const policy_placement& placement);
-
-/// The local directory of `model_ref` (a directory, or a hub id downloaded into the Hugging
-/// Face cache as the environment configures it).
-caf::expected<std::filesystem::path> resolve_policy_dir(const std::string& model_ref);
 
 /// Resolves `model_ref` and loads it as `placement` says.
 caf::expected<transformer> load_policy(const std::string& model_ref,

@@ -128,4 +128,8 @@ struct weight_spec {
 /// lm_head (unless the embeddings are tied).
 std::vector<weight_spec> expected_weights(const model_config& config);
 
+/// The names of the linear layers LoRA can target, as PEFT's target_modules spells them
+/// (defined with the transformer, which owns those layers).
+const std::vector<std::string>& lora_module_names();
+
 } // namespace kbrl::model

@@ -4,7 +4,7 @@
 // anything or calling Python. The same (config, seed, dtype) always gives the same bytes.
 
 #include "runtime/model/model_config.hpp"
-#include "runtime/model/safetensors.hpp"
+#include "runtime/model/st_dtype.hpp"
 
 #include <caf/expected.hpp>
 

@@ -153,9 +153,6 @@ struct decoder_layer {
 /// eps), cast back to x's dtype, then times `weight`.
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
 
-/// The names of the linear layers LoRA can target, as PEFT's target_modules spells them.
-const std::vector<std::string>& lora_module_names();
-
 /// A loaded model.
 class transformer {
 public:

@@ -4,7 +4,7 @@
 #include "runtime/config/settings.hpp"
 #include "runtime/episode/prompt_config.hpp"
 #include "runtime/io/text.hpp"
-#include "runtime/model/load_policy.hpp"
+#include "runtime/model/policy_dir.hpp"
 #include "runtime/train/learner_settings.hpp"
 
 #include <fmt/format.h>

@@ -7,6 +7,7 @@
 #include "runtime/model/lora_adapter.hpp"
 #include "runtime/model/safetensors.hpp"
 #include "runtime/node/clock.hpp"
+#include "runtime/train/trainer.hpp"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -79,7 +80,7 @@ std::string state_json(const lora_trainer& t, const data_cursor& cursor) {
   w.field("format", format_version);
   w.field("step", t.steps_done());
   write_cursor(w, cursor);
-  w.field("param_dtype", std::string(c10::toString(o.param_dtype)));
+  w.field("param_dtype", std::string(c10::toString(to_scalar_type(o.param_dtype))));
   w.field("rank", t.lora().config().r);
   w.key("layout").begin_array();
   for (const auto& s : t.lora().slots()) {
@@ -395,7 +396,7 @@ caf::expected<data_cursor> load_checkpoint(const fs::path& dir, lora_trainer& tr
                       where + ": the checkpoint does not fit this learner's adapter:\n"
                         + join(problems, "\n"));
 
-  const auto dtype = trainer.options().param_dtype;
+  const auto dtype = to_scalar_type(trainer.options().param_dtype);
   auto adapter = model::load_lora_adapter(dir / adapter_dir, trainer.model().config(),
                                           at::TensorOptions().dtype(dtype));
   if (!adapter)

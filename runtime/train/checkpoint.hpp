@@ -24,7 +24,6 @@
 // Resuming restores the factors, AdamW's moments and step, and the generators, so the next step
 // computes exactly what it would have without the interruption (bit-identical on the CPU).
 
-#include "runtime/train/trainer.hpp"
 
 #include <caf/expected.hpp>
 
@@ -35,6 +34,8 @@
 #include <vector>
 
 namespace kbrl::train {
+
+class lora_trainer;
 
 /// Where the learner is in its input, saved with the weights.
 struct data_cursor {

@@ -3,7 +3,7 @@
 // each one).
 
 #include "runtime/rl/advantages.hpp"
-#include "runtime/train/trainer.hpp"
+#include "runtime/train/trainer_options.hpp"
 
 #include <caf/expected.hpp>
 

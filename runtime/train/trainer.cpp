@@ -78,6 +78,10 @@ caf::expected<lora_compute_dtype> parse_lora_compute_dtype(const std::string& na
                     "lora_compute_dtype: expected base or float32, got \"" + name + "\"");
 }
 
+at::ScalarType to_scalar_type(factor_dtype dtype) {
+  return dtype == factor_dtype::float64 ? at::kDouble : at::kFloat;
+}
+
 caf::expected<void> check_trainer_options(const trainer_options& o) {
   std::vector<std::string> bad;
   if (o.lora_r < 1)
@@ -88,9 +92,6 @@ caf::expected<void> check_trainer_options(const trainer_options& o) {
     bad.push_back("lora_dropout must be in [0, 1), got " + std::to_string(o.lora_dropout));
   if (o.target_modules.empty())
     bad.push_back("target_modules must name at least one module");
-  if (o.param_dtype != at::kFloat && o.param_dtype != at::kDouble)
-    bad.push_back(std::string("param_dtype must be float32 or float64, got ")
-                  + c10::toString(o.param_dtype));
   if (!(o.clip_norm >= 0) || !std::isfinite(o.clip_norm))
     bad.push_back("clip_norm must be >= 0, got " + std::to_string(o.clip_norm));
   if (o.micro_batch_tokens < 1)
@@ -124,13 +125,14 @@ lora_trainer::create(model::transformer& model, const trainer_options& options,
     return ok.error();
   auto params = [&]() -> caf::expected<lora_parameters> {
     if (initial != nullptr)
-      return lora_parameters::from_adapter(model, *initial, options.param_dtype);
+      return lora_parameters::from_adapter(model, *initial, to_scalar_type(options.param_dtype));
     model::lora_config config;
     config.r = options.lora_r;
     config.lora_alpha = options.lora_alpha;
     config.use_rslora = options.use_rslora;
     config.target_modules = options.target_modules;
-    return lora_parameters::create(model, config, options.seed, options.param_dtype);
+    return lora_parameters::create(model, config, options.seed,
+                                   to_scalar_type(options.param_dtype));
   }();
   if (!params)
     return params.error();

@@ -3,9 +3,9 @@
 #include "runtime/episode/step_health.hpp"
 #include "runtime/episode/step_summary.hpp"
 #include "runtime/episode/trajectory_view.hpp"
+#include "runtime/io/file_io.hpp"
 #include "runtime/io/json_writer.hpp"
 #include "runtime/io/text.hpp"
-#include "runtime/model/file_io.hpp"
 
 #include <caf/all.hpp>
 #include <simdjson.h>
@@ -21,18 +21,6 @@ namespace kbrl {
 namespace fs = std::filesystem;
 
 using episode::stage;
-
-const char* to_string(coordinator_mode m) {
-  return m == coordinator_mode::async ? "async" : "sync";
-}
-
-std::optional<coordinator_mode> parse_coordinator_mode(const std::string& text) {
-  if (text == "sync")
-    return coordinator_mode::sync;
-  if (text == "async")
-    return coordinator_mode::async;
-  return std::nullopt;
-}
 
 namespace {
 
@@ -69,22 +57,23 @@ void update_phase(coordinator_pointer self) {
   bool steps_under_way = std::any_of(st.rounds.begin(), st.rounds.end(),
                                      [](const auto& kv) { return !kv.second.eval; });
   if (st.starting)
-    st.phase = "starting";
+    st.phase = episode::coordinator_phase::starting;
   else if (st.training)
-    st.phase = "training";
+    st.phase = episode::coordinator_phase::training;
   else if (st.publishing)
-    st.phase = "publishing";
+    st.phase = episode::coordinator_phase::publishing;
   else if (steps_under_way)
-    st.phase = "episodes";
+    st.phase = episode::coordinator_phase::episodes;
   else if (held_out_under_way(st))
-    st.phase = "evaluating";
+    st.phase = episode::coordinator_phase::evaluating;
   else if (st.settings.steps > 0 && st.step >= st.settings.steps)
-    st.phase = "finished";
+    st.phase = episode::coordinator_phase::finished;
   else if (st.paused)
-    st.phase = "paused";
+    st.phase = episode::coordinator_phase::paused;
   else
-    st.phase = "idle";
-  if (st.phase == "finished" && before != "finished")
+    st.phase = episode::coordinator_phase::idle;
+  if (st.phase == episode::coordinator_phase::finished
+      && before != episode::coordinator_phase::finished)
     spdlog::info("{}: finished {} steps", st.stats.name, st.step);
 }
 
@@ -144,14 +133,8 @@ void write_traces(coordinator_pointer self, const step_round& r) {
 
 void save_checkpoint(coordinator_pointer self, uint64_t cursor) {
   auto& st = self->state;
-  json_writer w;
-  w.begin_object()
-    .field("step", st.step)
-    .field("cursor", cursor)
-    .field("policy_version", st.policy_version)
-    .end_object();
-  auto text = w.str() + "\n";
-  if (auto ok = model::write_file_atomically(st.settings.run_dir + "/coordinator.json", {text});
+  if (auto ok = write_coordinator_checkpoint(st.settings.run_dir,
+                                             {st.step, cursor, st.policy_version});
       !ok)
     spdlog::error("{}: could not save coordinator.json: {}", st.stats.name, describe(ok.error()));
 }
@@ -331,7 +314,7 @@ bool check_health(coordinator_pointer self, const step_round& r) {
   st.stats.last_error = "every episode of the last " + std::to_string(st.failed_steps.in_a_row())
                         + " steps failed (rl.max_failed_steps), so nothing can be learned; step "
                         + std::to_string(r.step) + ": " + health.reasons;
-  st.phase = "failed";
+  st.phase = episode::coordinator_phase::failed;
   self->quit(make_error(errc::invalid_config, st.stats.last_error));
   return false;
 }
@@ -637,21 +620,6 @@ caf::result<std::string> trajectory_view(coordinator_state& st,
 
 } // namespace
 
-caf::expected<coordinator_checkpoint> read_coordinator_checkpoint(const std::string& run_dir) {
-  coordinator_checkpoint out;
-  auto path = run_dir + "/coordinator.json";
-  if (!fs::exists(path))
-    return out;
-  simdjson::dom::parser parser;
-  simdjson::dom::element doc;
-  uint64_t step = 0, cursor = 0, version = 0;
-  if (parser.load(path).get(doc) || doc["step"].get(step) || doc["cursor"].get(cursor)
-      || doc["policy_version"].get(version))
-    return make_error(errc::invalid_config,
-                      path + ": expected {\"step\", \"cursor\", \"policy_version\"} as integers");
-  return coordinator_checkpoint{step, cursor, version};
-}
-
 coordinator_actor::behavior_type coordinator(coordinator_pointer self, actor_stats stats,
                                              coordinator_settings settings,
                                              std::shared_ptr<episode_resources> resources,
@@ -704,7 +672,7 @@ coordinator_actor::behavior_type coordinator(coordinator_pointer self, actor_sta
       st.stats.count();
       update_phase(self);
       return st.stats.snapshot(
-        st.phase, self->mailbox().size(),
+        to_string(st.phase), self->mailbox().size(),
         {{"step", std::to_string(st.step) + (st.settings.steps ? " / " + std::to_string(st.settings.steps) : "")},
          {"mode", async_mode(st) ? "async (up to " + std::to_string(st.settings.max_staleness)
                                      + " steps ahead of the learner)"

@@ -46,12 +46,15 @@
 
 #include "actors/actor_stats.hpp"
 #include "actors/episode.hpp"
-#include "actors/worker_board.hpp"
 #include "messages/type_ids.hpp"
+#include "runtime/episode/coordinator_checkpoint.hpp"
+#include "runtime/episode/coordinator_settings.hpp"
+#include "runtime/episode/phases.hpp"
 #include "runtime/episode/problem_set.hpp"
-#include "runtime/episode/step_health.hpp"
 #include "runtime/episode/stage_clock.hpp"
+#include "runtime/episode/step_health.hpp"
 #include "runtime/episode/step_timeline.hpp"
+#include "runtime/episode/worker_board.hpp"
 
 #include <caf/typed_event_based_actor.hpp>
 
@@ -64,47 +67,6 @@
 #include <set>
 
 namespace kbrl {
-
-/// How far episodes may run ahead of the learner.
-enum class coordinator_mode : uint8_t {
-  sync,  ///< a step's episodes start after the previous step's policy is published
-  async, ///< up to max_staleness steps ahead (see the header comment)
-};
-const char* to_string(coordinator_mode m);
-/// "sync" or "async"; anything else is std::nullopt.
-std::optional<coordinator_mode> parse_coordinator_mode(const std::string& text);
-
-
-struct coordinator_settings {
-  uint64_t steps = 100;           ///< training steps to run (0: until stopped); rl.steps
-  size_t problems_per_step = 4;   ///< B
-  size_t group_size = 4;          ///< G samples per problem
-  uint64_t eval_every = 0;        ///< steps between held-out evaluations (0: never)
-  bool drop_flat_groups = true;   ///< groups whose rewards are all equal are not trained on
-  std::chrono::milliseconds learner_timeout{std::chrono::minutes(30)};
-  std::string run_dir;            ///< traces.jsonl and coordinator.json go here
-  uint64_t traces_max_bytes = 256ull << 20; ///< traces.jsonl is rotated to traces.1.jsonl past this
-  uint64_t seed = 0;
-  episode_settings episodes;
-  /// sync (default) or async (episodes up to max_staleness steps ahead of the learner).
-  coordinator_mode mode = coordinator_mode::sync;
-  /// K: in async mode, how many steps episodes may run ahead; in both modes, trajectories
-  /// with a turn sampled more than K versions before the learner's current one are not sent
-  /// to the learner (dropped and counted). Keep it <= learner.max_staleness, else the learner
-  /// refuses what passes here. Default 1.
-  uint64_t max_staleness = 1;
-  /// Per-step timelines kept for the status and `timeline` views. Default 20.
-  size_t timeline_steps = 20;
-  /// How long a sampler may take to confirm a new policy before publishing counts as done
-  /// without it. Default 5 minutes.
-  std::chrono::milliseconds publish_timeout{std::chrono::minutes(5)};
-  /// Steps in a row whose episodes all failed before the coordinator stops with an error
-  /// (0: never). Default 3.
-  uint64_t max_failed_steps = 3;
-  /// When set, samplers and evaluators come from here (see worker_board): episodes read it
-  /// before each request, publishing reads it for the samplers to send a policy to.
-  std::shared_ptr<const worker_board> workers;
-};
 
 /// One step's (or one held-out evaluation's) episodes.
 struct step_round {
@@ -129,8 +91,7 @@ struct coordinator_state {
   std::unique_ptr<episode::problem_order> order;
   std::vector<problem> eval_problems;
 
-  std::string phase = "starting"; ///< starting, episodes, training, publishing, evaluating,
-                                  ///< paused, idle, finished
+  episode::coordinator_phase phase = episode::coordinator_phase::starting;
   bool starting = true;           ///< waiting for the learner's policy version
   bool paused = false;
   bool resumed = false;           ///< coordinator.json existed
@@ -182,15 +143,5 @@ coordinator_actor::behavior_type coordinator(coordinator_pointer self, actor_sta
                                              std::shared_ptr<episode_resources> resources,
                                              learner_actor learner, metrics_actor metrics,
                                              std::vector<problem> train, std::vector<problem> eval);
-
-/// What coordinator.json holds: the step reached and the training data cursor.
-struct coordinator_checkpoint {
-  uint64_t step = 0;
-  uint64_t cursor = 0;
-  uint64_t policy_version = 0;
-};
-
-/// Reads <run_dir>/coordinator.json; an absent file is a fresh start (all zero).
-caf::expected<coordinator_checkpoint> read_coordinator_checkpoint(const std::string& run_dir);
 
 } // namespace kbrl

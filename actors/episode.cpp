@@ -29,8 +29,9 @@ void timed(episode_pointer self, episode::stage s, bool begin) {
 
 std::string label(episode_pointer self) {
   auto& st = self->state;
+  const bool judging = st.phase == episode::episode_phase::evaluating;
   return st.task.id + " trajectory " + std::to_string(st.traj.id) + " turn "
-         + std::to_string(st.traj.turns.size() + (st.phase == "evaluating" ? 0 : 1));
+         + std::to_string(st.traj.turns.size() + (judging ? 0 : 1));
 }
 
 bool is_busy(const caf::error& err) {
@@ -127,7 +128,7 @@ void target_lost(episode_pointer self, const std::string& why) {
   st.lost.insert(st.asked);
   st.in_flight = false;
   ++st.attempt; // an answer that still comes is dropped
-  bool sampling = st.phase == "sampling";
+  bool sampling = st.phase == episode::episode_phase::sampling;
   timed(self, sampling ? episode::stage::sampling : episode::stage::evaluating, false);
   spdlog::warn("{}: the {} it asked was lost ({}); asking another one", label(self),
                sampling ? "sampler" : "evaluator", why);
@@ -168,7 +169,7 @@ void score_and_continue(episode_pointer self, const eval_result* verdict) {
 
 void evaluate(episode_pointer self) {
   auto& st = self->state;
-  st.phase = "evaluating";
+  st.phase = episode::episode_phase::evaluating;
   refresh_workers(self);
   auto target = pick(self, st.evaluators, st.next_evaluator);
   if (!target)
@@ -225,7 +226,7 @@ void evaluate(episode_pointer self) {
 void fetch_examples(episode_pointer self) {
   auto& st = self->state;
   st.examples_fetched = true;
-  st.phase = "retrieving";
+  st.phase = episode::episode_phase::retrieving;
   self->request(st.res->retriever, std::chrono::seconds(30), retrieve_atom::value, st.task,
                 st.res->retrieval_k)
     .then(
@@ -249,7 +250,7 @@ void sample(episode_pointer self) {
   auto& st = self->state;
   if (!st.examples_fetched && st.res->retriever)
     return fetch_examples(self);
-  st.phase = "sampling";
+  st.phase = episode::episode_phase::sampling;
   refresh_workers(self);
   auto target = pick(self, st.samplers, st.next_sampler);
   if (!target)
@@ -331,7 +332,7 @@ void sample(episode_pointer self) {
 
 void finish(episode_pointer self, std::string reason) {
   auto& st = self->state;
-  st.phase = "done";
+  st.phase = episode::episode_phase::done;
   st.traj.end_reason = std::move(reason);
   std::vector<double> scores;
   for (auto& t : st.traj.turns)
@@ -366,7 +367,7 @@ episode_actor::behavior_type run_episode(episode_pointer self, actor_stats stats
     [self](status_atom) -> actor_status {
       auto& st = self->state;
       st.stats.count();
-      return st.stats.snapshot(st.phase, self->mailbox().size(),
+      return st.stats.snapshot(to_string(st.phase), self->mailbox().size(),
                                {{"problem", st.task.id},
                                 {"turns", std::to_string(st.traj.turns.size()) + " / "
                                             + std::to_string(st.settings.max_turns)},
@@ -380,7 +381,7 @@ episode_actor::behavior_type run_episode(episode_pointer self, actor_stats stats
     [self](start_atom, problem& p, uint64_t group) {
       auto& st = self->state;
       st.stats.count();
-      if (st.phase != "waiting")
+      if (st.phase != episode::episode_phase::waiting)
         return; // started once only
       st.task = std::move(p);
       st.traj.problem_id = st.task.id;
@@ -392,9 +393,9 @@ episode_actor::behavior_type run_episode(episode_pointer self, actor_stats stats
       auto& st = self->state;
       if (st.in_flight)
         return; // asked meanwhile (one tick is pending at most; this guards the invariant)
-      if (st.phase == "evaluating")
+      if (st.phase == episode::episode_phase::evaluating)
         evaluate(self);
-      else if (st.phase == "sampling")
+      else if (st.phase == episode::episode_phase::sampling)
         sample(self);
     },
   };

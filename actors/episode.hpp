@@ -38,11 +38,13 @@
 // sampler replaying recorded completions finds the problem by it, runtime/sampler/replay_backend).
 
 #include "actors/actor_stats.hpp"
-#include "actors/worker_board.hpp"
 #include "messages/type_ids.hpp"
+#include "runtime/episode/episode_settings.hpp"
+#include "runtime/episode/phases.hpp"
 #include "runtime/episode/prompts.hpp"
 #include "runtime/episode/rewards.hpp"
 #include "runtime/episode/stage_clock.hpp"
+#include "runtime/episode/worker_board.hpp"
 #include "runtime/tokenizer/chat_format.hpp"
 #include "runtime/tokenizer/tokenizer.hpp"
 
@@ -52,30 +54,6 @@
 #include <set>
 
 namespace kbrl {
-
-struct episode_settings {
-  int32_t max_turns = 4;
-  double gamma = 0.4;                            ///< discount of later turns' scores
-  episode::return_aggregation aggregation = episode::return_aggregation::sum;
-  episode::reward_weights rewards;
-  episode::prompt_settings prompts;
-  sampling_params sampling;
-  timing_options timing;
-  double success_speedup = 1.0;   ///< a correct turn faster than this ends the episode
-  int32_t max_retries = 3;        ///< per step, over samplers/evaluators
-  std::chrono::milliseconds sampler_timeout{std::chrono::minutes(15)};
-  std::chrono::milliseconds evaluator_timeout{std::chrono::minutes(15)};
-  std::chrono::milliseconds busy_backoff_first{250};
-  std::chrono::milliseconds busy_backoff_max{std::chrono::seconds(8)};
-  std::chrono::milliseconds busy_wait_limit{std::chrono::minutes(30)}; ///< per step, in all
-  /// Every generation request asks the sampler for at least this policy version (a sampler
-  /// holding an older one waits for the update): the coordinator's staleness bound in
-  /// asynchronous mode. 0: any version.
-  uint64_t min_policy_version = 0;
-  /// The coordinator step this episode belongs to: the round its work is timed under in
-  /// episode_resources::stages.
-  uint64_t round = 0;
-};
 
 /// What an episode works with; shared, read-only.
 struct episode_resources {
@@ -104,7 +82,7 @@ struct episode_state {
   problem task;
   trajectory traj;
   std::vector<episode::previous_turn> history;
-  std::string phase = "waiting"; ///< waiting, sampling, evaluating, done
+  episode::episode_phase phase = episode::episode_phase::waiting;
   std::vector<sampler_actor> samplers;                ///< resources' lists, or the board's
   std::vector<evaluator_supervisor_actor> evaluators; ///< as last read
   uint64_t board_seen = 0;       ///< revision of res->board last read

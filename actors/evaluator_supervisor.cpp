@@ -37,7 +37,7 @@ void spawn_evaluator(self_ptr self, evaluator_slot& slot) {
   slot.handle = self->system().spawn<caf::detached>(evaluator, stats, slot.gpu, slot.engine);
   self->monitor(slot.handle);
   (*self->state.live_workers)[slot.name] = slot.handle.address();
-  slot.state = "running";
+  slot.state = eval::slot_state::running;
   slot.busy = false;
   slot.since_ms = now_unix_ms();
 }
@@ -75,7 +75,7 @@ void run_on(self_ptr self, evaluator_slot& slot, pending_evaluation item) {
           // A crash or timeout verdict means that evaluator is on its way out: give it nothing
           // more until its replacement is up.
           if (res.error == eval_error::crashed || res.error == eval_error::timeout)
-            s->state = "restarting";
+            s->state = eval::slot_state::restarting;
         }
         res.build_seconds = shared->build_seconds;
         deliver(self, shared->promise, std::move(res));
@@ -90,8 +90,9 @@ void run_on(self_ptr self, evaluator_slot& slot, pending_evaluation item) {
           // its down message arrives and restart_or_degrade() replaces it, the slot's handle is
           // dead: dispatching to it again would spend this candidate's last attempt on the same
           // corpse (seen after a sticky device error, whose evaluator exits after answering).
-          if (s != nullptr && s->state == "running" && s->handle && s->handle.address() == asked)
-            s->state = "restarting";
+          if (s != nullptr && s->state == eval::slot_state::running && s->handle
+              && s->handle.address() == asked)
+            s->state = eval::slot_state::restarting;
           ++shared->attempts;
           self->state.queue.push_front(std::move(*shared));
           dispatch(self);
@@ -101,7 +102,7 @@ void run_on(self_ptr self, evaluator_slot& slot, pending_evaluation item) {
         auto why = name + " failed while evaluating: " + self->system().render(err);
         spdlog::warn("{}", why);
         deliver(self, shared->promise, verdict(shared->request, eval_error::crashed, why));
-        if (s != nullptr && s->state == "running" && s->handle)
+        if (s != nullptr && s->state == eval::slot_state::running && s->handle)
           self->send_exit(s->handle, caf::exit_reason::kill); // replace it
         dispatch(self);
       });
@@ -111,11 +112,11 @@ void dispatch(self_ptr self) {
   auto& st = self->state;
   bool any_usable = false;
   for (auto& slot : st.slots) {
-    if (slot.state != "degraded")
+    if (slot.state != eval::slot_state::degraded)
       any_usable = true;
     if (st.queue.empty())
       break;
-    if (slot.state == "running" && !slot.busy) {
+    if (slot.state == eval::slot_state::running && !slot.busy) {
       auto item = std::move(st.queue.front());
       st.queue.pop_front();
       run_on(self, slot, std::move(item));
@@ -260,24 +261,20 @@ void restart_or_degrade(self_ptr self, evaluator_slot& slot, const std::string& 
   slot.last_error = reason;
   slot.handle = nullptr;
   slot.busy = false;
-  auto& times = slot.restart_times_ms;
-  while (!times.empty() && now - times.front() > set.restart_window.count())
-    times.pop_front();
-  if (times.size() >= set.restart_limit) {
-    slot.state = "degraded";
+  if (!slot.budget.try_restart(now)) {
+    slot.state = eval::slot_state::degraded;
     slot.since_ms = now;
     spdlog::error("{} degraded: {} restarts within {}; last error: {}; retrying in {}", slot.name,
-                  times.size(), format_duration_ms(set.restart_window.count()), reason,
+                  slot.budget.in_window(), format_duration_ms(set.restart_window.count()), reason,
                   format_duration_ms(set.degraded_backoff.count()));
     self->delayed_send(self, set.degraded_backoff, start_atom::value, slot.name);
     dispatch(self);
     return;
   }
-  times.push_back(now);
   ++slot.restarts;
-  slot.state = "restarting";
+  slot.state = eval::slot_state::restarting;
   spdlog::warn("{} stopped ({}); starting a fresh one (restart {} in this window)", slot.name,
-               reason, times.size());
+               reason, slot.budget.in_window());
   spawn_evaluator(self, slot);
   dispatch(self);
 }
@@ -287,14 +284,15 @@ actor_status slot_status(self_ptr self, const evaluator_slot& slot) {
   st.name = slot.name;
   st.role = "evaluator";
   st.node = self->state.stats.node;
-  st.state = slot.state == "running" ? (slot.busy ? "evaluating" : "idle") : slot.state;
+  st.state = slot.state == eval::slot_state::running ? (slot.busy ? "evaluating" : "idle")
+                                                    : eval::to_string(slot.state);
   st.restarts = slot.restarts;
   st.last_error = slot.last_error;
   st.since_unix_ms = slot.since_ms;
   st.messages_handled = slot.evaluations;
   st.details = {{"device", slot.gpu < 0 ? "cpu" : "cuda:" + std::to_string(slot.gpu)},
                 {"evaluations", std::to_string(slot.evaluations)},
-                {"restarts in window", std::to_string(slot.restart_times_ms.size())}};
+                {"restarts in window", std::to_string(slot.budget.in_window())}};
   st.commands = {"restart", "kill-worker"};
   return st;
 }
@@ -309,6 +307,8 @@ evaluator_supervisor(evaluator_supervisor_pointer self, actor_stats stats,
   st.stats = std::move(stats);
   st.settings = settings;
   st.slots = std::move(slots);
+  for (auto& slot : st.slots)
+    slot.budget = eval::restart_budget{settings.restart_limit, settings.restart_window};
   st.builder_engine = std::move(builder_engine);
   for (auto& slot : st.slots)
     spawn_evaluator(self, slot);
@@ -349,8 +349,8 @@ evaluator_supervisor(evaluator_supervisor_pointer self, actor_stats stats,
       st.stats.count();
       size_t running = 0, degraded = 0;
       for (auto& s : st.slots) {
-        running += s.state == "running" ? 1 : 0;
-        degraded += s.state == "degraded" ? 1 : 0;
+        running += s.state == eval::slot_state::running ? 1 : 0;
+        degraded += s.state == eval::slot_state::degraded ? 1 : 0;
       }
       std::string state = degraded == st.slots.size() && !st.slots.empty() ? "degraded"
                           : running == st.slots.size()                     ? "running"
@@ -420,7 +420,7 @@ evaluator_supervisor(evaluator_supervisor_pointer self, actor_stats stats,
       if (slot == nullptr)
         return make_error(errc::unknown_actor, "no evaluator named " + name);
       if (!slot->handle)
-        return make_error(errc::node_unreachable, name + " is " + slot->state);
+        return make_error(errc::node_unreachable, name + " is " + eval::to_string(slot->state));
       if (verb == "restart") {
         self->send_exit(slot->handle, make_error(errc::worker_crashed, "restarted by hand"));
         return "restarting " + name;
@@ -437,9 +437,9 @@ evaluator_supervisor(evaluator_supervisor_pointer self, actor_stats stats,
     },
     [self](start_atom, const std::string& name) {
       auto* slot = slot_by_name(self, name);
-      if (slot == nullptr || slot->state != "degraded")
+      if (slot == nullptr || slot->state != eval::slot_state::degraded)
         return;
-      slot->restart_times_ms.clear();
+      slot->budget.reset();
       ++slot->restarts;
       spdlog::info("{}: back-off over, starting it again", name);
       spawn_evaluator(self, *slot);

@@ -30,6 +30,9 @@
 #include "actors/actor_stats.hpp"
 #include "messages/type_ids.hpp"
 #include "runtime/eval/eval_engine.hpp"
+#include "runtime/eval/restart_budget.hpp"
+#include "runtime/eval/slot_state.hpp"
+#include "runtime/eval/supervisor_settings.hpp"
 
 #include <caf/typed_event_based_actor.hpp>
 
@@ -42,15 +45,6 @@
 namespace kbrl {
 
 /// Supervision settings (run config keys eval.*).
-struct supervisor_settings {
-  size_t queue_capacity = 64;                        ///< requests waiting at most
-  uint32_t restart_limit = 5;                        ///< restarts allowed per window per slot
-  std::chrono::milliseconds restart_window{60000};
-  std::chrono::milliseconds degraded_backoff{30000}; ///< wait before a degraded slot retries
-  std::chrono::milliseconds request_margin{30000};   ///< added to a request's own timeout
-  size_t build_workers = 0;                          ///< CPU builders; 0: GPUs build themselves
-};
-
 /// One CPU builder, as the supervisor sees it.
 struct builder_slot {
   std::string name;
@@ -67,10 +61,10 @@ struct evaluator_slot {
   int gpu = -1;
   eval::engine_options engine;
   evaluator_actor handle;
-  std::string state = "starting"; ///< starting, running, restarting, degraded
+  eval::slot_state state = eval::slot_state::starting;
   bool busy = false;
   uint64_t restarts = 0;
-  std::deque<int64_t> restart_times_ms;
+  eval::restart_budget budget; ///< set from the supervisor's settings when the slot is added
   std::string last_error;
   int64_t since_ms = 0;
   uint64_t evaluations = 0;

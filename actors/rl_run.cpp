@@ -1,5 +1,6 @@
 #include "actors/rl_run.hpp"
 #include "runtime/io/elapsed.hpp"
+#include "runtime/node/clock.hpp"
 
 #include "runtime/io/text.hpp"
 
@@ -305,15 +306,6 @@ void finish(rl_run_pointer self) {
 }
 
 } // namespace
-
-std::string human_duration(double seconds) {
-  auto s = static_cast<int64_t>(std::llround(std::max(0.0, seconds)));
-  if (s < 60)
-    return fmt::format("{} s", s);
-  if (s < 3600)
-    return fmt::format("{} min {} s", s / 60, s % 60);
-  return fmt::format("{} h {} min", s / 3600, (s % 3600) / 60);
-}
 
 std::string progress_line(const std::vector<metric_record>& m, uint64_t step, uint64_t steps,
                           double step_seconds, double mean_step_seconds) {

@@ -87,7 +87,4 @@ rl_run_actor::behavior_type rl_run(rl_run_pointer self, actor_stats stats,
 std::string progress_line(const std::vector<metric_record>& step_metrics, uint64_t step,
                           uint64_t steps, double step_seconds, double mean_step_seconds);
 
-/// "45 s", "5 min 30 s", "2 h 5 min".
-std::string human_duration(double seconds);
-
 } // namespace kbrl

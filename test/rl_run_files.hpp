@@ -14,10 +14,6 @@
 
 namespace kbrl::test {
 
-inline bool contains(const std::string& text, const std::string& what) {
-  return text.find(what) != std::string::npos;
-}
-
 /// step -> how many lines of `path` name `metric` at that step (metrics.jsonl).
 inline std::map<uint64_t, int> steps_of(const std::string& path, const std::string& metric) {
   std::map<uint64_t, int> out;

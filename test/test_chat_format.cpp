@@ -25,6 +25,7 @@ using namespace kbrl::tok;
 namespace tk = kbrl::tok;
 using kbrl::test::temp_dir;
 using kbrl::test::why;
+using kbrl::test::contains;
 
 namespace {
 
@@ -127,10 +128,6 @@ std::string render(const chat_format& f, const std::vector<chat_message>& messag
   auto text = f.render(messages, generation);
   BOOST_REQUIRE_MESSAGE(text, why(text));
   return *text;
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
 }
 
 } // namespace

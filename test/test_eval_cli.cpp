@@ -36,6 +36,7 @@
 #include <thread>
 
 using namespace kbrl;
+using kbrl::test::contains;
 
 namespace {
 
@@ -82,10 +83,6 @@ double aggregate(const std::string& results_json, const std::vector<std::string>
   double v = -1;
   BOOST_REQUIRE(!e.get(v));
   return v;
-}
-
-bool contains(const std::string& text, const std::string& what) {
-  return text.find(what) != std::string::npos;
 }
 
 /// A tiny random Qwen2 with the byte tokenizer, as a model directory.

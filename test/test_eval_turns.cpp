@@ -42,6 +42,7 @@
 #include <thread>
 
 using namespace kbrl;
+using kbrl::test::contains;
 
 namespace {
 
@@ -62,10 +63,6 @@ std::vector<std::string> eval_args(std::vector<std::string> extra) {
                                   + "/test-cache/evalturns"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   return argv;
-}
-
-bool contains(const std::string& text, const std::string& what) {
-  return text.find(what) != std::string::npos;
 }
 
 std::string program(const std::string& forward_body, const std::string& init_extra = "") {

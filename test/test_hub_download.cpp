@@ -38,15 +38,12 @@ namespace fs = std::filesystem;
 using namespace kbrl::hub;
 using kbrl::test::temp_dir;
 using kbrl::test::why;
+using kbrl::test::contains;
 
 namespace {
 
 const std::string commit_a = "0123456789abcdef0123456789abcdef01234567";
 const std::string commit_b = "89abcdef0123456789abcdef0123456789abcdef";
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 std::string read_bytes(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);

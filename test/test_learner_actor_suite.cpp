@@ -7,7 +7,7 @@
 #include "actors/sampler.hpp"
 #include "messages/type_ids.hpp"
 #include "model_fixture.hpp"
-#include "runtime/model/file_io.hpp"
+#include "runtime/io/file_io.hpp"
 #include "runtime/model/lora_adapter.hpp"
 #include "test_support.hpp"
 
@@ -136,7 +136,7 @@ BOOST_AUTO_TEST_CASE(trains_publishes_refuses_stale_data_and_resumes) {
   // Subscribers get it too; the bytes are the adapter file, and the directory loads.
   auto pushed = next_update(self);
   BOOST_CHECK_EQUAL(pushed.version, 1u);
-  auto bytes = model::read_text_file(fs::path(v1->adapter_dir) / model::lora_weights_name);
+  auto bytes = io::read_text_file(fs::path(v1->adapter_dir) / model::lora_weights_name);
   BOOST_REQUIRE(bytes);
   BOOST_CHECK(std::string(v1->adapter_bytes.begin(), v1->adapter_bytes.end()) == *bytes);
   auto config = model::parse_lora_config(v1->adapter_config, "update");

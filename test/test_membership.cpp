@@ -2,6 +2,8 @@
 // explicit times, and the membership actor (actors/membership.hpp) driven deterministically by
 // CAF's test coordinator with a fake wall clock: no sleeps, no sockets.
 
+#include "test_support.hpp"
+
 #include <boost/test/unit_test.hpp>
 
 #include "actors/membership.hpp"
@@ -20,6 +22,8 @@
 #include <vector>
 
 using namespace kbrl;
+using kbrl::test::contains;
+using kbrl::test::starts_with;
 
 namespace {
 
@@ -44,14 +48,6 @@ errc code_of(const caf::error& err) {
 template <class T>
 std::string why(const caf::expected<T>& x) {
   return x ? std::string{} : describe(x.error());
-}
-
-bool starts_with(const std::string& s, const std::string& prefix) {
-  return s.rfind(prefix, 0) == 0;
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
 }
 
 const node_record* find_in(const membership_view& view, const std::string& name) {

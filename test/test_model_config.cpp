@@ -23,6 +23,7 @@ namespace fs = std::filesystem;
 using namespace kbrl::model;
 using kbrl::test::temp_dir;
 using kbrl::test::why;
+using kbrl::test::contains;
 
 namespace {
 
@@ -38,10 +39,6 @@ generation_config load_generation(const std::string& model) {
   auto g = load_generation_config(data_dir / model / "generation_config.json");
   BOOST_REQUIRE_MESSAGE(g, why(g));
   return *g;
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
 }
 
 /// The error text of a config.json that must be refused.

@@ -1,6 +1,6 @@
 // Tests of what a node runs: the actors planned for its roles and GPUs
 // (runtime/node/role_plan.hpp), and the checks of a kbrl-node launch against manifest and run
-// config (plan_node in runtime/node/node_runtime.hpp), with the exact text of each error.
+// config (plan_node in runtime/node/node_plan.hpp), with the exact text of each error.
 
 #include <boost/test/unit_test.hpp>
 
@@ -8,7 +8,7 @@
 
 #include "messages/errors.hpp"
 #include "runtime/device/devices.hpp"
-#include "runtime/node/node_runtime.hpp"
+#include "runtime/node/node_plan.hpp"
 #include "runtime/node/role_plan.hpp"
 
 #include <caf/atom.hpp>

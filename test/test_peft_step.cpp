@@ -18,9 +18,9 @@
 //     1e-6 + 1e-3 * lr; every value must lie within 2 * lr (+ weight decay) of peft's.
 
 #include "model_fixture.hpp"
+#include "runtime/io/file_io.hpp"
 #include "runtime/model/lora_adapter.hpp"
 #include "runtime/model/safetensors.hpp"
-#include "runtime/model/file_io.hpp"
 #include "runtime/train/trainer.hpp"
 #include "test_support.hpp"
 
@@ -73,7 +73,7 @@ BOOST_AUTO_TEST_CASE(one_step_matches_peft) {
       BOOST_REQUIRE_MESSAGE(fs::exists(dir / "step.json"),
                             dir.string() << "/step.json is missing: run tools/make_peft_step.py "
                                             "(see this file's header)");
-      auto json = model::read_text_file(dir / "step.json");
+      auto json = io::read_text_file(dir / "step.json");
       BOOST_REQUIRE_MESSAGE(json, why(json));
       simdjson::dom::parser parser;
       simdjson::dom::object step;

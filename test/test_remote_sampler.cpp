@@ -1,3 +1,4 @@
+// Over 800 lines: every misbehaviour of the fake server gets a case; they share one fixture.
 // The remote sampler: an OpenAI-compatible client (vLLM, SGLang, llama.cpp server). Reply forms
 // are read from fixtures; everything on the wire is tested against a fake server
 // (test/data/remote/fake_openai_server.py) run as a real process on loopback sockets, which
@@ -64,6 +65,7 @@ using kbrl::remote::backoff_delay_s;
 using sampler_type = kbrl::remote::remote_sampler;
 using sampler_results = kbrl::remote::remote_sampler::results;
 using kbrl::test::read_file_bytes;
+using kbrl::test::contains;
 
 namespace {
 
@@ -71,10 +73,6 @@ const std::string data_dir = std::string(KBRL_TEST_DATA) + "/remote";
 
 bool has_code(const caf::error& err, errc code) {
   return err.category() == caf::atom("kbrl") && err.code() == static_cast<uint8_t>(code);
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
 }
 
 /// Checks that `err` has `code` and its text contains every one of `parts`.

@@ -10,13 +10,13 @@
 
 #include "actors/episode.hpp"
 #include "actor_doubles.hpp"
-#include "tokenizer_fixture.hpp"
 #include "runtime/eval/problems.hpp"
 #include "runtime/eval/static_checks.hpp"
-#include "runtime/node/node_runtime.hpp"
+#include "runtime/node/node_plan.hpp"
 #include "runtime/node/rl_settings.hpp"
 #include "runtime/sampler/replay_backend.hpp"
 #include "test_support.hpp"
+#include "tokenizer_fixture.hpp"
 
 #include <caf/all.hpp>
 

@@ -18,14 +18,11 @@ using namespace kbrl;
 using namespace std::chrono_literals;
 using kbrl::test::temp_dir;
 using kbrl::test::why;
+using kbrl::test::contains;
 
 namespace {
 
 const std::string data_dir = std::string(KBRL_TEST_DATA) + "/retrieval";
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 void build(const std::string& corpus, retrieval::field_mapping mapping, const std::string& out) {
   retrieval::build_options o;

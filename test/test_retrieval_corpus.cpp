@@ -17,14 +17,11 @@ using namespace kbrl;
 using namespace kbrl::retrieval;
 using kbrl::test::temp_dir;
 using kbrl::test::why;
+using kbrl::test::contains;
 
 namespace {
 
 const std::string data_dir = std::string(KBRL_TEST_DATA) + "/retrieval";
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 std::string kinds(const std::vector<py_token>& tokens) {
   std::string out;

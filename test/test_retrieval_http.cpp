@@ -31,14 +31,11 @@ using namespace kbrl;
 using namespace kbrl::retrieval;
 using kbrl::test::temp_dir;
 using kbrl::test::why;
+using kbrl::test::contains;
 
 namespace {
 
 const std::string data_dir = std::string(KBRL_TEST_DATA) + "/retrieval";
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 /// The fake server as a child process; its port is read from its first stdout line.
 class fake_embedding_server {

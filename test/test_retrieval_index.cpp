@@ -25,6 +25,7 @@ using namespace kbrl::retrieval;
 using kbrl::test::temp_dir;
 using kbrl::test::why;
 using kbrl::test::read_file_bytes;
+using kbrl::test::contains;
 namespace fs = std::filesystem;
 
 namespace {
@@ -32,10 +33,6 @@ namespace {
 const std::string data_dir = std::string(KBRL_TEST_DATA) + "/retrieval";
 const std::string kernelbench = "/work/shared/kernelbench";
 const std::string tool = std::string(KBRL_BUILD_DIR) + "/kbrl-index";
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 bool has_feature(const std::vector<code_feature>& fs, const std::string& text) {
   for (auto& f : fs)

@@ -13,12 +13,9 @@
 
 using namespace kbrl;
 using namespace kbrl::retrieval;
+using kbrl::test::contains;
 
 namespace {
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 retrieved_example example(const std::string& id, kernel_backend backend, size_t kernel_bytes,
                           double speedup = 0) {

@@ -23,6 +23,7 @@ using namespace kbrl::model;
 using kbrl::test::temp_dir;
 using kbrl::test::why;
 using kbrl::test::read_file_bytes;
+using kbrl::test::contains;
 
 namespace {
 
@@ -51,10 +52,6 @@ std::string open_error(const temp_dir& dir, const std::string& bytes) {
   const auto text = kbrl::describe(f.error());
   BOOST_CHECK_MESSAGE(text.find(path) != std::string::npos, "the error names no file: " + text);
   return text;
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
 }
 
 /// A tensor of `dtype` with distinct values where the dtype allows.

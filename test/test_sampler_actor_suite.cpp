@@ -319,11 +319,11 @@ BOOST_AUTO_TEST_CASE(the_builtin_backend_samples_as_the_engine_does_and_swaps_ad
     std::ifstream in(path, std::ios::binary);
     return std::string(std::istreambuf_iterator<char>(in), {});
   };
-  auto weights = slurp(dir / "adapter-v1/adapter_model.safetensors");
+  auto weights = test::read_file(dir / "adapter-v1/adapter_model.safetensors");
   update.version = 2;
   update.adapter_dir = "/nonexistent/on/this/node";
   update.adapter_bytes.assign(weights.begin(), weights.end());
-  update.adapter_config = slurp(dir / "adapter-v1/adapter_config.json");
+  update.adapter_config = test::read_file(dir / "adapter-v1/adapter_config.json");
   self->send(s, policy_atom::value, update);
   auto by_bytes = generate(self, s, req);
   BOOST_REQUIRE_MESSAGE(by_bytes, test::why(by_bytes));

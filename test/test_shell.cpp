@@ -3,6 +3,8 @@
 // JSON writer behind every --json answer (runtime/io/json_writer.hpp), whose output is parsed
 // back with simdjson.
 
+#include "test_support.hpp"
+
 #include <boost/test/unit_test.hpp>
 
 #include "runtime/io/json_writer.hpp"
@@ -24,6 +26,7 @@ using namespace kbrl;
 namespace {
 
 using words = std::vector<std::string>;
+using kbrl::test::contains;
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> out;
@@ -31,10 +34,6 @@ std::vector<std::string> lines_of(const std::string& text) {
   for (std::string line; std::getline(in, line);)
     out.push_back(line);
   return out;
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
 }
 
 /// The line of `text` that starts with `prefix` ("" if none).

@@ -1,3 +1,4 @@
+// Over 800 lines: one case per static rule, each with its hostile and honest fixtures.
 // Tests of the static checks of candidate kernels: the Python lexer, the C comment stripper, every
 // rule against a hostile fixture (test/data/candidates/), good candidates, comments and
 // docstrings that must not trigger, line numbers, severity overrides, robustness on junk, and
@@ -7,6 +8,7 @@
 
 #include "messages/errors.hpp"
 #include "runtime/eval/static_checks.hpp"
+#include "test_support.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -28,16 +30,8 @@ namespace {
 
 const fs::path candidates_dir = fs::path{KBRL_TEST_DATA} / "candidates";
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  BOOST_REQUIRE_MESSAGE(in, "cannot read " + path.string());
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
-
 std::string fixture(const std::string& name) {
-  return read_text(candidates_dir / name);
+  return kbrl::test::read_file_bytes(candidates_dir / name);
 }
 
 static_check_options options(kernel_backend backend = kernel_backend::cuda,
@@ -461,7 +455,7 @@ BOOST_AUTO_TEST_CASE(honest_corpus_is_never_refused) {
     auto name = path.filename().string();
     auto backend = corpus_backend(name);
     backends.insert(backend);
-    auto text = read_text(path);
+    auto text = kbrl::test::read_file_bytes(path);
     auto r = check_candidate(text, options(backend));
     BOOST_CHECK_MESSAGE(!r.rejected(), name << " refused:" << show(r));
     BOOST_TEST_MESSAGE(name << ": " << r.findings.size() << " warnings");
@@ -475,7 +469,7 @@ BOOST_AUTO_TEST_CASE(obfuscated_corpus_gets_its_findings) {
   BOOST_CHECK_GE(files.size(), 10u);
   for (const auto& path : files) {
     auto name = path.filename().string();
-    auto text = read_text(path);
+    auto text = kbrl::test::read_file_bytes(path);
     auto at = text.find("# expect:");
     BOOST_REQUIRE_MESSAGE(at != std::string::npos, name << " has no # expect: line");
     std::istringstream rules(text.substr(at + 9, text.find('\n', at) - at - 9));
@@ -904,7 +898,7 @@ BOOST_AUTO_TEST_CASE(fast_enough) {
   std::vector<std::string> sources;
   for (const auto& entry : fs::directory_iterator(candidates_dir))
     if (entry.path().extension() == ".py")
-      sources.push_back(read_text(entry.path()));
+      sources.push_back(kbrl::test::read_file_bytes(entry.path()));
   BOOST_REQUIRE(!sources.empty());
   check(sources.front()); // builds the pattern table
   auto t0 = std::chrono::steady_clock::now();
@@ -936,7 +930,7 @@ BOOST_AUTO_TEST_CASE(kernelbench_reference_problems_as_candidates) {
     for (const auto& entry : fs::directory_iterator(root / level)) {
       if (entry.path().extension() != ".py")
         continue;
-      auto text = read_text(entry.path());
+      auto text = kbrl::test::read_file_bytes(entry.path());
       auto t0 = std::chrono::steady_clock::now();
       auto r = check(text, kernel_backend::torch);
       double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)

@@ -1,5 +1,6 @@
 #pragma once
-// Shared helpers for the test suites: a temporary directory and the text of a failed expected.
+// Shared helpers for the test suites: a temporary directory, reading files, text searches and the
+// text of a failed expected.
 
 #include "messages/errors.hpp"
 
@@ -48,6 +49,23 @@ struct temp_dir {
     return file.string();
   }
 };
+
+/// Whether `part` occurs in `text`.
+inline bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+/// Whether `text` starts with `prefix`.
+inline bool starts_with(const std::string& text, const std::string& prefix) {
+  return text.compare(0, prefix.size(), prefix) == 0;
+}
+
+/// The whole content of the file at `path`, or "" when it cannot be read (a log that a process
+/// never wrote).
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
 
 /// The whole content of the file at `path`, byte for byte; fails the test when the file cannot
 /// be opened.

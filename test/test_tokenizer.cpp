@@ -1,3 +1,4 @@
+// Over 800 lines: the corpus comparison with the npm reference and one case per feature.
 // Tests of the byte-level BPE tokenizer.
 //
 // The main evidence: on a corpus of a few hundred lines (code, CUDA kernels, Python, CJK, emoji,
@@ -38,6 +39,7 @@ using namespace kbrl::tok;
 namespace tk = kbrl::tok;
 using kbrl::test::temp_dir;
 using kbrl::test::why;
+using kbrl::test::contains;
 
 namespace {
 
@@ -190,10 +192,6 @@ std::string load_error(const std::string& json, const std::string& config = "") 
   auto tok = tokenizer::parse(json, config, "dir/tokenizer.json", "dir/tokenizer_config.json");
   BOOST_REQUIRE_MESSAGE(!tok, "the tokenizer loaded but should not have");
   return kbrl::describe(tok.error());
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
 }
 
 } // namespace

@@ -1,3 +1,4 @@
+// Over 800 lines: one case per property of the trainer, sharing the tiny-model fixtures.
 // The LoRA trainer on tiny models on the CPU: the adapter starts as the base model, gradients
 // equal central finite differences of the loss in float64 (every loss, both aggregations, with
 // micro-batches, chunked logits and checkpointed layers), gradient checkpointing and chunking

@@ -12,8 +12,8 @@
 
 #include "messages/errors.hpp"
 #include "model_fixture.hpp"
+#include "runtime/io/file_io.hpp"
 #include "runtime/model/attention.hpp"
-#include "runtime/model/file_io.hpp"
 #include "runtime/model/generation_engine.hpp"
 #include "runtime/model/kv_cache.hpp"
 #include "runtime/model/lora_adapter.hpp"
@@ -37,6 +37,7 @@ using kbrl::test::max_abs_diff;
 using kbrl::test::temp_dir;
 using kbrl::test::tiny_transformer;
 using kbrl::test::why;
+using kbrl::test::contains;
 
 namespace {
 
@@ -58,10 +59,6 @@ at::Tensor positions_of(int64_t batch, int64_t seq) {
 at::Tensor full_logits(const transformer& m, const at::Tensor& ids) {
   const auto pos = positions_of(ids.size(0), ids.size(1));
   return m.logits(m.forward(ids, pos, causal_mask(at::ones_like(ids, at::kBool))));
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
 }
 
 } // namespace
@@ -681,7 +678,7 @@ BOOST_AUTO_TEST_CASE(golden_values_of_transformers) {
       // the model that also rounded RoPE's inv_freq buffer to bfloat16 (the LoRA logits then
       // differ by ~2e-3 from exact frequencies). Fixtures of that version lack the key
       // "lora_logits_rope" in golden.json; for them the same rounding is reproduced here.
-      auto info = read_text_file(dir / "golden.json");
+      auto info = kbrl::io::read_text_file(dir / "golden.json");
       BOOST_REQUIRE_MESSAGE(info, why(info));
       if (info->find("\"lora_logits_rope\": \"inv_freq\"") == std::string::npos)
         m->set_rope_inverse_frequencies(

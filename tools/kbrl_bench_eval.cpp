@@ -11,8 +11,9 @@
 #include "actors/evaluator_supervisor.hpp"
 #include "messages/type_ids.hpp"
 #include "runtime/eval/problems.hpp"
+#include "runtime/io/file_io.hpp"
 #include "runtime/io/json_writer.hpp"
-#include "runtime/node/node_runtime.hpp"
+#include "runtime/node/node_plan.hpp"
 
 #include <CLI/CLI.hpp>
 #include <caf/all.hpp>
@@ -33,13 +34,6 @@ namespace fs = std::filesystem;
 struct manifest_entry {
   std::string id, problem, candidate, kind, duplicate_of, backend = "cuda", precision = "fp32";
 };
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::string field(simdjson::dom::element e, const char* key) {
   std::string_view sv;
@@ -224,7 +218,12 @@ int main(int argc, char** argv) {
     // "cpu" candidates (CPU C++ extensions of the smoke set) are checked as the torch backend.
     r.task.backend = m.backend == "torch" || m.backend == "cpu" ? kbrl::kernel_backend::torch
                                                               : kbrl::kernel_backend::cuda;
-    r.candidate_source = read_text(candidates_dir + "/" + m.candidate);
+    auto candidate = kbrl::io::read_text_file(candidates_dir + "/" + m.candidate);
+    if (!candidate) {
+      std::fprintf(stderr, "kbrl-bench-eval: %s\n", kbrl::describe(candidate.error()).c_str());
+      return 2;
+    }
+    r.candidate_source = std::move(*candidate);
     r.timing.timeout_s = 600;
     r.trace = m.id;
     reqs.push_back(std::move(r));

@@ -28,8 +28,6 @@
 #include "runtime/episode/prompt_config.hpp"
 #include "runtime/evalcli/cluster_evaluators.hpp"
 #include "runtime/evalcli/eval_options.hpp"
-#include "runtime/evalcli/eval_session.hpp"
-#include "runtime/evalcli/evaluator_setup.hpp"
 #include "runtime/evalcli/output_folder.hpp"
 #include "runtime/evalcli/prompt_maker.hpp"
 #include "runtime/evalcli/run_outputs.hpp"
@@ -37,6 +35,8 @@
 #include "runtime/evalcli/work_plan.hpp"
 #include "runtime/report/eval_metrics.hpp"
 #include "runtime/report/results_json.hpp"
+#include "tools/evalcli/eval_session.hpp"
+#include "tools/evalcli/evaluator_setup.hpp"
 
 #include <CLI/CLI.hpp>
 

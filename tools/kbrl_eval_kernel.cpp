@@ -15,7 +15,8 @@
 #include "runtime/eval/problems.hpp"
 #include "runtime/eval/static_report.hpp"
 #include "runtime/eval/verdict_format.hpp"
-#include "runtime/node/node_runtime.hpp"
+#include "runtime/io/file_io.hpp"
+#include "runtime/node/node_plan.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -170,9 +171,12 @@ int main(int argc, char** argv) {
                  precision.c_str());
     return 3;
   }
-  std::ifstream in(candidate_path);
-  std::stringstream ss;
-  ss << in.rdbuf();
+  auto candidate_source = kbrl::io::read_text_file(candidate_path);
+  if (!candidate_source) {
+    std::fprintf(stderr, "kbrl-eval-kernel: --candidate: %s\n",
+                 kbrl::describe(candidate_source.error()).c_str());
+    return 3;
+  }
 
   kbrl::config::run_config run;
   for (auto& o : overrides)
@@ -206,7 +210,7 @@ int main(int argc, char** argv) {
 
   kbrl::eval_request req;
   req.id = 1;
-  req.candidate_source = ss.str();
+  req.candidate_source = *candidate_source;
   req.task = *prob;
   req.timing.correctness_trials = trials;
   req.timing.perf_trials = perf_trials;

@@ -9,7 +9,7 @@
 
 #include "messages/errors.hpp"
 #include "runtime/config/manifest.hpp"
-#include "runtime/node/node_runtime.hpp"
+#include "tools/node/run_node.hpp"
 
 #include <CLI/CLI.hpp>
 

@@ -21,7 +21,7 @@
 #include "runtime/config/settings.hpp"
 #include "runtime/episode/prompt_config.hpp"
 #include "runtime/eval/python_probe.hpp"
-#include "runtime/node/node_runtime.hpp"
+#include "runtime/node/node_plan.hpp"
 #include "runtime/warmstart/starting_point.hpp"
 #include "runtime/warmstart/warm_start.hpp"
 

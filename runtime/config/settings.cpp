@@ -1,3 +1,4 @@
+// Over 800 lines: the table of every run-config key, its default and its documentation.
 #include "runtime/config/settings.hpp"
 
 #include "runtime/config/toml_util.hpp"

@@ -2,6 +2,7 @@
 
 #include "messages/errors.hpp"
 #include "runtime/eval/problems.hpp"
+#include "runtime/io/hash.hpp"
 
 #include <algorithm>
 #include <numeric>
@@ -13,11 +14,7 @@ namespace {
 
 /// FNV-1a 64 of text, mixed with a seed: stable across runs and machines.
 uint64_t stable_hash(const std::string& text, uint64_t seed) {
-  uint64_t h = 1469598103934665603ull ^ (seed * 0x9E3779B97F4A7C15ull);
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
+  uint64_t h = io::fnv1a_64(text, 1469598103934665603ull ^ (seed * 0x9E3779B97F4A7C15ull));
   // splitmix64's finaliser: FNV alone leaves the high bits of similar ids correlated
   h ^= h >> 30;
   h *= 0xBF58476D1CE4E5B9ull;

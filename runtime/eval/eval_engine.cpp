@@ -3,6 +3,7 @@
 #include "messages/errors.hpp"
 #include "runtime/eval/static_checks.hpp"
 #include "runtime/eval/verdict_codec.hpp"
+#include "runtime/io/hash.hpp"
 #include "runtime/io/json_writer.hpp"
 
 #include <simdjson.h>
@@ -106,12 +107,7 @@ caf::expected<evaluate_answer> parse_evaluate_answer(std::string_view json,
 }
 
 std::string source_hash(std::string_view text) {
-  uint64_t h = 1469598103934665603ull; // FNV-1a 64
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return hex64(h);
+  return hex64(io::fnv1a_64(text));
 }
 
 eval_engine::eval_engine(engine_options opts) : opts_(std::move(opts)) {

@@ -8,7 +8,7 @@
 // unfinished one, every sample is evaluated again except the turns of multi-turn samples found
 // in their turn logs (turn_log.hpp) - a sample is finished when all its turns are logged.
 
-#include "runtime/evalcli/eval_scheduler.hpp"
+#include "runtime/evalcli/run_context.hpp"
 #include "runtime/report/results_json.hpp"
 
 #include <caf/error.hpp>

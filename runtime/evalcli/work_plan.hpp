@@ -9,7 +9,7 @@
 //                       run reuses what was drawn).
 //   --model, T turns    one item per (problem, sample) that is a whole episode: T turns, each
 //                       prompted with the previous answers and the evaluator's feedback on them
-//                       (episode_turns.hpp); it yields T records.
+//                       (runtime/episode/prompts.hpp); it yields T records.
 
 #include "messages/data.hpp"
 #include "runtime/evalcli/eval_options.hpp"

@@ -2,7 +2,7 @@
 
 #include "messages/errors.hpp"
 #include "runtime/hub/hub_options.hpp"
-#include "runtime/model/file_io.hpp"
+#include "runtime/io/file_io.hpp"
 
 #include <atomic>
 #include <cerrno>
@@ -56,7 +56,7 @@ fs::path repo_cache::lock_file(const std::string& etag) const {
 std::optional<std::string> repo_cache::cached_commit(const std::string& revision) const {
   if (is_commit_hash(revision))
     return revision;
-  auto text = model::read_text_file(root_ / "refs" / revision);
+  auto text = io::read_text_file(root_ / "refs" / revision);
   if (!text)
     return std::nullopt;
   std::string commit = *text;
@@ -77,7 +77,7 @@ caf::expected<void> repo_cache::write_ref(const std::string& revision,
   if (ec)
     return make_error(errc::io_failure,
                       "cannot create " + ref.parent_path().string() + ": " + ec.message());
-  return model::write_file_atomically(ref, {commit});
+  return io::write_file_atomically(ref, {commit});
 }
 
 caf::expected<void> repo_cache::link_snapshot(const std::string& commit, const std::string& file,

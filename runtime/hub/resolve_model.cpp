@@ -4,11 +4,11 @@
 #include "runtime/hub/download_progress.hpp"
 #include "runtime/hub/hub_cache.hpp"
 #include "runtime/hub/hub_http.hpp"
+#include "runtime/io/file_io.hpp"
+#include "runtime/io/hash.hpp"
 #include "runtime/io/text.hpp"
-#include "runtime/model/file_io.hpp"
 #include "runtime/model/model_files.hpp"
 
-#include <openssl/evp.h>
 #include <simdjson.h>
 #include <spdlog/spdlog.h>
 
@@ -91,26 +91,10 @@ uint64_t size_of_fd(int fd) {
 }
 
 caf::expected<std::string> sha256_of(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
+  auto sum = io::sha256_file(path.string());
+  if (!sum)
     return make_error(errc::io_failure, "cannot read " + path.string() + " to check it");
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-  EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
-  std::vector<char> buf(1 << 20);
-  while (in) {
-    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    EVP_DigestUpdate(ctx.get(), buf.data(), static_cast<std::size_t>(in.gcount()));
-  }
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  EVP_DigestFinal_ex(ctx.get(), digest, &length);
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned i = 0; i < length; ++i) {
-    out += hex[digest[i] >> 4];
-    out += hex[digest[i] & 15];
-  }
-  return out;
+  return sum;
 }
 
 bool file_has_size(const fs::path& path, std::optional<uint64_t> size) {
@@ -218,7 +202,7 @@ std::string resolve_url(const hub_options& o, const model_ref& ref, const std::s
 
 /// The shard names model.safetensors.index.json lists, sorted and distinct.
 caf::expected<std::vector<std::string>> shards_of(const fs::path& index) {
-  auto text = model::read_text_file(index);
+  auto text = io::read_text_file(index);
   if (!text)
     return text.error();
   simdjson::dom::parser parser;

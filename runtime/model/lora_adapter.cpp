@@ -1,9 +1,9 @@
 #include "runtime/model/lora_adapter.hpp"
 
 #include "messages/errors.hpp"
+#include "runtime/io/file_io.hpp"
 #include "runtime/io/json_writer.hpp"
 #include "runtime/io/text.hpp"
-#include "runtime/model/file_io.hpp"
 #include "runtime/model/safetensors.hpp"
 
 #include <ATen/ATen.h>
@@ -346,7 +346,7 @@ caf::expected<void> check_lora_adapter(const lora_adapter& adapter, const model_
 caf::expected<lora_adapter> load_lora_adapter(const fs::path& dir, const model_config& config,
                                               const at::TensorOptions& options) {
   const auto config_path = dir / lora_config_name;
-  auto text = read_text_file(config_path);
+  auto text = io::read_text_file(config_path);
   if (!text)
     return text.error();
   auto lc = parse_lora_config(*text, config_path.string());
@@ -412,7 +412,7 @@ caf::expected<void> write_lora_adapter(const fs::path& dir, const lora_adapter& 
   if (auto ok = write_safetensors(dir / lora_weights_name, tensors, {{"format", "pt"}}); !ok)
     return ok.error();
   // The config last: a directory with a config is a complete adapter.
-  return write_file_atomically(dir / lora_config_name, {render_lora_config(adapter.config)});
+  return io::write_file_atomically(dir / lora_config_name, {render_lora_config(adapter.config)});
 }
 
 caf::expected<void> attach_lora_adapter(transformer& model, const lora_adapter& adapter) {

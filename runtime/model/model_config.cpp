@@ -1,9 +1,9 @@
 #include "runtime/model/model_config.hpp"
 
 #include "messages/errors.hpp"
+#include "runtime/io/file_io.hpp"
 #include "runtime/io/json_writer.hpp"
 #include "runtime/io/text.hpp"
-#include "runtime/model/file_io.hpp"
 
 #include <simdjson.h>
 
@@ -321,7 +321,7 @@ caf::expected<model_config> parse_model_config(std::string_view json, const std:
 }
 
 caf::expected<model_config> load_model_config(const std::filesystem::path& path) {
-  auto text = read_text_file(path);
+  auto text = io::read_text_file(path);
   if (!text)
     return text.error();
   return parse_model_config(*text, path.string());
@@ -441,7 +441,7 @@ caf::expected<generation_config> parse_generation_config(std::string_view json,
 }
 
 caf::expected<generation_config> load_generation_config(const std::filesystem::path& path) {
-  auto text = read_text_file(path);
+  auto text = io::read_text_file(path);
   if (!text)
     return text.error();
   return parse_generation_config(*text, path.string());
@@ -490,6 +490,12 @@ std::vector<weight_spec> expected_weights(const model_config& c) {
   if (!c.tie_word_embeddings)
     out.push_back({"lm_head.weight", {c.vocab_size, c.hidden_size}});
   return out;
+}
+
+const std::vector<std::string>& lora_module_names() {
+  static const std::vector<std::string> names{"q_proj",    "k_proj",  "v_proj",   "o_proj",
+                                              "gate_proj", "up_proj", "down_proj"};
+  return names;
 }
 
 } // namespace kbrl::model

@@ -1,9 +1,8 @@
 #include "runtime/model/model_files.hpp"
 
 #include "messages/errors.hpp"
+#include "runtime/io/file_io.hpp"
 #include "runtime/io/text.hpp"
-#include "runtime/model/file_io.hpp"
-#include "runtime/model/safetensors_checkpoint.hpp"
 
 #include <simdjson.h>
 
@@ -22,7 +21,7 @@ bool is_file(const fs::path& p) {
 
 /// The shard file names an index lists, sorted and distinct; nullopt if it cannot be read.
 std::optional<std::set<std::string>> shards_of_index(const fs::path& index) {
-  auto text = read_text_file(index);
+  auto text = io::read_text_file(index);
   if (!text)
     return std::nullopt;
   simdjson::dom::parser parser;
@@ -89,44 +88,6 @@ caf::expected<model_files> find_model_files(const fs::path& dir) {
     out.weight_files.push_back(dir / safetensors_single_name);
   }
   return out;
-}
-
-caf::expected<void> check_weights(const model_config& config,
-                                  const safetensors_checkpoint& checkpoint) {
-  // Enough lines to see a pattern (a whole layer missing) without flooding a log.
-  constexpr std::size_t max_listed = 20;
-  std::vector<std::string> problems;
-  std::size_t count = 0;
-  auto add = [&](std::string line) {
-    if (++count <= max_listed)
-      problems.push_back(std::move(line));
-  };
-  for (const auto& want : expected_weights(config)) {
-    const auto* have = checkpoint.find(want.name);
-    if (have == nullptr) {
-      add("missing tensor '" + want.name + "' (expected shape " + shape_string(want.shape) + ")");
-      continue;
-    }
-    const std::string where = checkpoint.file_of(want.name)->path().filename().string();
-    if (have->shape != want.shape)
-      add("tensor '" + want.name + "' in " + where + " has shape " + shape_string(have->shape)
-          + ", expected " + shape_string(want.shape));
-    else if (!is_floating(have->dtype))
-      add("tensor '" + want.name + "' in " + where + " has dtype " + to_string(have->dtype)
-          + ", expected a floating-point dtype (F32, F16, BF16 or F64)");
-  }
-  if (problems.empty())
-    return caf::unit;
-  if (count > max_listed)
-    problems.push_back("... and " + std::to_string(count - max_listed) + " more problems");
-  const auto& files = checkpoint.files();
-  const std::string source = !checkpoint.index_path().empty() ? checkpoint.index_path().string()
-                             : files.empty()                  ? std::string("the checkpoint")
-                                                              : files.front().path().string();
-  return make_error(errc::invalid_argument,
-                    source + " does not match its config (" + config.model_type + ", "
-                      + std::to_string(config.num_hidden_layers) + " layers, hidden size "
-                      + std::to_string(config.hidden_size) + "):\n" + join(problems, "\n"));
 }
 
 } // namespace kbrl::model

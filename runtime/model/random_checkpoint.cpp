@@ -1,8 +1,8 @@
 #include "runtime/model/random_checkpoint.hpp"
 
 #include "messages/errors.hpp"
+#include "runtime/io/file_io.hpp"
 #include "runtime/io/json_writer.hpp"
-#include "runtime/model/file_io.hpp"
 #include "runtime/model/safetensors_checkpoint.hpp"
 
 #include <ATen/ATen.h>
@@ -30,7 +30,7 @@ std::string shard_name(std::size_t i, std::size_t n) {
 }
 
 caf::expected<void> write_text(const fs::path& path, const std::string& text) {
-  return write_file_atomically(path, {text});
+  return io::write_file_atomically(path, {text});
 }
 
 std::string render_generation_config(const model_config& c) {

@@ -1,8 +1,8 @@
 #include "runtime/model/safetensors.hpp"
 
 #include "messages/errors.hpp"
+#include "runtime/io/file_io.hpp"
 #include "runtime/io/json_writer.hpp"
-#include "runtime/model/file_io.hpp"
 
 #include <ATen/ATen.h>
 
@@ -465,7 +465,7 @@ caf::expected<void> write_safetensors(const fs::path& path, const std::vector<te
   std::vector<std::string_view> pieces{prefix, header};
   for (const auto* t : order)
     pieces.emplace_back(static_cast<const char*>(t->data), t->size);
-  return write_file_atomically(path, pieces);
+  return io::write_file_atomically(path, pieces);
 }
 
 caf::expected<void>

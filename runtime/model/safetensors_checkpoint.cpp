@@ -1,7 +1,10 @@
 #include "runtime/model/safetensors_checkpoint.hpp"
 
 #include "messages/errors.hpp"
-#include "runtime/model/file_io.hpp"
+#include "runtime/io/file_io.hpp"
+#include "runtime/io/text.hpp"
+#include "runtime/model/model_config.hpp"
+#include "runtime/model/model_files.hpp"
 
 #include <simdjson.h>
 
@@ -47,7 +50,7 @@ caf::expected<safetensors_checkpoint> safetensors_checkpoint::open_file(const fs
 
 caf::expected<safetensors_checkpoint>
 safetensors_checkpoint::open_index(const fs::path& index_path) {
-  auto text = read_text_file(index_path);
+  auto text = io::read_text_file(index_path);
   if (!text)
     return text.error();
   simdjson::dom::parser parser;
@@ -126,6 +129,46 @@ caf::expected<at::Tensor> safetensors_checkpoint::tensor(const std::string& name
     return make_error(errc::invalid_argument, where + ": no tensor '" + name + "'");
   }
   return file->tensor(name, access);
+}
+
+// Declared in model_files.hpp (the files of a model directory), defined here with the
+// checkpoint it reads.
+caf::expected<void> check_weights(const model_config& config,
+                                  const safetensors_checkpoint& checkpoint) {
+  // Enough lines to see a pattern (a whole layer missing) without flooding a log.
+  constexpr std::size_t max_listed = 20;
+  std::vector<std::string> problems;
+  std::size_t count = 0;
+  auto add = [&](std::string line) {
+    if (++count <= max_listed)
+      problems.push_back(std::move(line));
+  };
+  for (const auto& want : expected_weights(config)) {
+    const auto* have = checkpoint.find(want.name);
+    if (have == nullptr) {
+      add("missing tensor '" + want.name + "' (expected shape " + shape_string(want.shape) + ")");
+      continue;
+    }
+    const std::string where = checkpoint.file_of(want.name)->path().filename().string();
+    if (have->shape != want.shape)
+      add("tensor '" + want.name + "' in " + where + " has shape " + shape_string(have->shape)
+          + ", expected " + shape_string(want.shape));
+    else if (!is_floating(have->dtype))
+      add("tensor '" + want.name + "' in " + where + " has dtype " + to_string(have->dtype)
+          + ", expected a floating-point dtype (F32, F16, BF16 or F64)");
+  }
+  if (problems.empty())
+    return caf::unit;
+  if (count > max_listed)
+    problems.push_back("... and " + std::to_string(count - max_listed) + " more problems");
+  const auto& files = checkpoint.files();
+  const std::string source = !checkpoint.index_path().empty() ? checkpoint.index_path().string()
+                             : files.empty()                  ? std::string("the checkpoint")
+                                                              : files.front().path().string();
+  return make_error(errc::invalid_argument,
+                    source + " does not match its config (" + config.model_type + ", "
+                      + std::to_string(config.num_hidden_layers) + " layers, hidden size "
+                      + std::to_string(config.hidden_size) + "):\n" + join(problems, "\n"));
 }
 
 } // namespace kbrl::model

@@ -114,12 +114,6 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
   return weight * normed.to(x.scalar_type());
 }
 
-const std::vector<std::string>& lora_module_names() {
-  static const std::vector<std::string> names{"q_proj",    "k_proj",  "v_proj",   "o_proj",
-                                              "gate_proj", "up_proj", "down_proj"};
-  return names;
-}
-
 // ---- loading -------------------------------------------------------------------------------------
 
 caf::expected<transformer> transformer::load(const std::filesystem::path& dir,

@@ -1,5 +1,9 @@
 #include "runtime/node/clock.hpp"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 
@@ -29,6 +33,15 @@ std::string format_duration_ms(int64_t ms) {
     std::snprintf(buf, sizeof buf, "%lld h %lld min", static_cast<long long>(ms / 3'600'000),
                   static_cast<long long>(ms % 3'600'000 / 60'000));
   return buf;
+}
+
+std::string human_duration(double seconds) {
+  auto s = static_cast<int64_t>(std::llround(std::max(0.0, seconds)));
+  if (s < 60)
+    return fmt::format("{} s", s);
+  if (s < 3600)
+    return fmt::format("{} min {} s", s / 60, s % 60);
+  return fmt::format("{} h {} min", s / 3600, (s % 3600) / 60);
 }
 
 } // namespace kbrl

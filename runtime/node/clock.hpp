@@ -19,4 +19,8 @@ std::string format_time_of_day(int64_t unix_ms);
 /// A duration for a person: "850 ms", "4.2 s", "3 min 12 s", "2 h 5 min".
 std::string format_duration_ms(int64_t ms);
 
+/// The same in whole seconds, for waits and run lengths: "12 s", "3 min 12 s", "2 h 5 min"
+/// (rounded to the second).
+std::string human_duration(double seconds);
+
 } // namespace kbrl

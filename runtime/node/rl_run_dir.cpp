@@ -1,9 +1,8 @@
 #include "runtime/node/rl_run_dir.hpp"
 
-#include "actors/coordinator.hpp"
 #include "messages/errors.hpp"
-#include "runtime/io/json_writer.hpp"
-#include "runtime/model/file_io.hpp"
+#include "runtime/episode/coordinator_checkpoint.hpp"
+#include "runtime/io/file_io.hpp"
 #include "runtime/train/checkpoint.hpp"
 
 #include <fmt/format.h>
@@ -35,17 +34,6 @@ const std::vector<std::string>& run_outputs() {
                                               "traces.jsonl",     "traces.1.jsonl",
                                               "tensorboard",      "learner"};
   return names;
-}
-
-caf::expected<void> write_coordinator_json(const std::string& run_dir, const resume_point& p) {
-  json_writer w;
-  w.begin_object()
-    .field("step", p.step)
-    .field("cursor", p.cursor)
-    .field("policy_version", p.policy_version)
-    .end_object();
-  auto text = w.str() + "\n";
-  return model::write_file_atomically(fs::path(run_dir) / "coordinator.json", {text});
 }
 
 } // namespace
@@ -83,7 +71,7 @@ caf::expected<size_t> trim_jsonl_after_step(const std::string& path, uint64_t ma
   std::error_code ec;
   if (!fs::exists(path, ec))
     return size_t{0};
-  auto text = model::read_text_file(path);
+  auto text = io::read_text_file(path);
   if (!text)
     return text.error();
   std::string kept;
@@ -108,7 +96,7 @@ caf::expected<size_t> trim_jsonl_after_step(const std::string& path, uint64_t ma
   }
   if (removed == 0)
     return removed;
-  if (auto ok = model::write_file_atomically(path, {kept}); !ok)
+  if (auto ok = io::write_file_atomically(path, {kept}); !ok)
     return ok.error();
   return removed;
 }
@@ -139,7 +127,8 @@ caf::expected<resume_point> prepare_resume(const std::string& run_dir, uint64_t 
       "coordinator.json was at step {} (policy v{}) but the learner's newest checkpoint holds "
       "policy v{} trained at step {}: the run continues after step {}",
       cp->step, cp->policy_version, learner_version, learner_step, p.step);
-    if (auto ok = write_coordinator_json(run_dir, p); !ok)
+    const coordinator_checkpoint adjusted{p.step, p.cursor, p.policy_version};
+    if (auto ok = write_coordinator_checkpoint(run_dir, adjusted); !ok)
       return ok.error();
   }
   auto metrics = trim_jsonl_after_step(run_dir + "/metrics.jsonl", p.step);

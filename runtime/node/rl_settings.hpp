@@ -7,7 +7,7 @@
 //   run config --rl_run_settings_from--> rl_run_settings   (checked by plan_node: exit 2)
 //              --load_rl_inputs-------> rl_run_inputs     (files read by run_node: exit 1)
 
-#include "actors/coordinator.hpp"
+#include "runtime/episode/coordinator_settings.hpp"
 #include "runtime/episode/problem_set.hpp"
 
 #include <caf/expected.hpp>

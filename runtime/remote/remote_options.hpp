@@ -1,8 +1,8 @@
 #pragma once
 // The settings of a remote sampler: a client of one OpenAI-compatible inference server (vLLM,
 // SGLang, llama.cpp server). Every field states its meaning, unit and default; validate() checks
-// them all and names each field that is wrong. Not yet read from the run config: the field names
-// are meant to become its keys as they are.
+// them all and names each field that is wrong. The run config's sampler.remote_* keys fill them
+// (sampling::sampler_settings_from, runtime/sampler/sampler_settings.cpp).
 
 #include <caf/expected.hpp>
 

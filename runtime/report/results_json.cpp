@@ -1,6 +1,7 @@
 #include "runtime/report/results_json.hpp"
 
 #include "messages/errors.hpp"
+#include "runtime/io/file_io.hpp"
 #include "runtime/io/json_writer.hpp"
 #include "runtime/tokenizer/unicode.hpp"
 
@@ -538,20 +539,7 @@ caf::expected<void> write_file_atomically(const std::string& path, const std::st
     fs::create_directories(parent, ec);
   if (ec)
     return make_error(errc::io_failure, parent.string() + ": cannot create: " + ec.message());
-  auto tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out)
-      return make_error(errc::io_failure, tmp + ": cannot write: " + std::strerror(errno));
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    return make_error(errc::io_failure, path + ": cannot replace: " + ec.message());
-  }
-  return {};
+  return io::write_file_atomically(path, {text});
 }
 
 std::string utc_now() {

@@ -1,5 +1,6 @@
 #include "runtime/retrieval/code_features.hpp"
 
+#include "runtime/io/hash.hpp"
 #include "runtime/retrieval/python_lexer.hpp"
 
 #include <cctype>
@@ -164,12 +165,7 @@ void add_words(feature_collector& out, std::string_view text) {
 } // namespace
 
 uint64_t feature_hash(std::string_view text) {
-  uint64_t h = 1469598103934665603ull; // FNV-1a 64
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
+  return io::fnv1a_64(text);
 }
 
 std::vector<code_feature> extract_code_features(std::string_view source) {

@@ -2,8 +2,8 @@
 
 #include "messages/errors.hpp"
 #include "runtime/config/config_error.hpp"
+#include "runtime/io/hash.hpp"
 #include "runtime/io/text.hpp"
-#include "runtime/retrieval/sha256.hpp"
 #include "runtime/retrieval/source_keys.hpp"
 
 #include <simdjson.h>
@@ -361,7 +361,7 @@ caf::expected<corpus> load_corpus(const std::string& path, const field_mapping& 
   const std::string file_name = fs::path(path).filename().string();
   corpus out;
   auto& report = out.report;
-  sha256_stream digest;
+  io::sha256_stream digest;
   simdjson::dom::parser parser;
   std::unordered_map<std::string, size_t> by_duplicate_key; // -> index in out.entries
   int64_t line_number = 0;

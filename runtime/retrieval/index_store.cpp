@@ -1,11 +1,12 @@
+// Over 800 lines: the index directory's whole life (build, manifest, load, verify, update).
 #include "runtime/retrieval/index_store.hpp"
 #include "runtime/io/elapsed.hpp"
 
 #include "messages/errors.hpp"
+#include "runtime/io/hash.hpp"
 #include "runtime/io/json_writer.hpp"
 #include "runtime/io/text.hpp"
 #include "runtime/retrieval/error_text.hpp"
-#include "runtime/retrieval/sha256.hpp"
 #include "runtime/retrieval/source_keys.hpp"
 
 #include <simdjson.h>
@@ -563,7 +564,7 @@ caf::expected<build_summary> build_index(const build_options& opts) {
                                                                + ": cannot write the entries: "
                                                                + std::strerror(errno)));
   }
-  auto graph_sha = sha256_file((partial / graph_file).string());
+  auto graph_sha = io::sha256_file((partial / graph_file).string());
   if (!graph_sha)
     return cleanup_on_failure(graph_sha.error());
   index_manifest m;
@@ -704,7 +705,7 @@ caf::expected<kernel_index> kernel_index::open(const std::string& dir, int32_t e
                         entries_path + ": no entry has reference label " + std::to_string(g));
 
   const auto graph_path = (root / graph_file).string();
-  auto sha = sha256_file(graph_path);
+  auto sha = io::sha256_file(graph_path);
   if (!sha)
     return std::move(sha.error());
   if (*sha != m.graph_sha256)

@@ -1,9 +1,9 @@
 #include "runtime/sampler/builtin_backend.hpp"
 
 #include "messages/errors.hpp"
-#include "runtime/model/load_policy.hpp"
-#include "runtime/model/file_io.hpp"
+#include "runtime/io/file_io.hpp"
 #include "runtime/model/generation_engine.hpp"
+#include "runtime/model/load_policy.hpp"
 #include "runtime/model/lora_adapter.hpp"
 #include "runtime/model/transformer.hpp"
 #include "runtime/tokenizer/tokenizer.hpp"
@@ -39,9 +39,9 @@ caf::expected<std::string> adapter_from_bytes(const policy_update& update) {
   fs::create_directories(dir, ec);
   std::string_view weights(reinterpret_cast<const char*>(update.adapter_bytes.data()),
                            update.adapter_bytes.size());
-  if (auto ok = model::write_file_atomically(dir / "adapter_model.safetensors", {weights}); !ok)
+  if (auto ok = io::write_file_atomically(dir / "adapter_model.safetensors", {weights}); !ok)
     return ok.error();
-  if (auto ok = model::write_file_atomically(dir / "adapter_config.json", {update.adapter_config});
+  if (auto ok = io::write_file_atomically(dir / "adapter_config.json", {update.adapter_config});
       !ok)
     return ok.error();
   return dir.string();

@@ -1,6 +1,7 @@
 #include "runtime/tokenizer/tokenizer.hpp"
 
 #include "messages/errors.hpp"
+#include "runtime/io/file_io.hpp"
 #include "runtime/tokenizer/tokenizer_model.hpp"
 #include "runtime/tokenizer/unicode.hpp"
 
@@ -19,22 +20,6 @@ std::string tokenizer_model::normalize(std::string_view text) const {
   return out;
 }
 
-namespace {
-
-/// The content of `path`, or an io_failure naming it.
-caf::expected<std::string> read_file(const fs::path& path) {
-  std::ifstream in{path, std::ios::binary};
-  if (!in)
-    return make_error(errc::io_failure, path.string() + ": cannot be opened for reading");
-  std::ostringstream content;
-  content << in.rdbuf();
-  if (in.bad())
-    return make_error(errc::io_failure, path.string() + ": read failed");
-  return content.str();
-}
-
-} // namespace
-
 caf::expected<tokenizer> tokenizer::load(const fs::path& path) {
   std::error_code ec;
   fs::path json_path = path;
@@ -44,14 +29,14 @@ caf::expected<tokenizer> tokenizer::load(const fs::path& path) {
     return make_error(errc::io_failure,
                       path.string() + ": no such file or directory (expected a model directory "
                                       "holding tokenizer.json, or a tokenizer.json file)");
-  auto json = read_file(json_path);
+  auto json = io::read_text_file(json_path);
   if (!json)
     return json.error();
   const fs::path dir = json_path.parent_path();
   const fs::path config_path = dir / "tokenizer_config.json";
   std::string config;
   if (fs::exists(config_path, ec)) {
-    auto text = read_file(config_path);
+    auto text = io::read_text_file(config_path);
     if (!text)
       return text.error();
     config = std::move(*text);
@@ -59,7 +44,7 @@ caf::expected<tokenizer> tokenizer::load(const fs::path& path) {
   std::string chat_template_file;
   const fs::path jinja_path = dir / "chat_template.jinja";
   if (fs::exists(jinja_path, ec)) {
-    auto text = read_file(jinja_path);
+    auto text = io::read_text_file(jinja_path);
     if (!text)
       return text.error();
     chat_template_file = std::move(*text);

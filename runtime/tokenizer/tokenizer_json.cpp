@@ -1,3 +1,4 @@
+// Over 800 lines: one reader per tokenizer.json section, each with its own error texts.
 // Reads tokenizer.json and tokenizer_config.json into a tokenizer_model. Every check names the
 // file and the JSON key ("model.merges[12]", "pre_tokenizer.pretokenizers[0].behavior") and
 // says what was expected.

@@ -1,9 +1,9 @@
 #include "runtime/train/checkpoint.hpp"
 
 #include "messages/errors.hpp"
+#include "runtime/io/file_io.hpp"
 #include "runtime/io/json_writer.hpp"
 #include "runtime/io/text.hpp"
-#include "runtime/model/file_io.hpp"
 #include "runtime/model/lora_adapter.hpp"
 #include "runtime/model/safetensors.hpp"
 #include "runtime/node/clock.hpp"
@@ -266,7 +266,7 @@ caf::expected<checkpoint_entry> save_checkpoint(const fs::path& root, const lora
   }
   // The state file last: a directory with it is complete.
   const auto text = state_json(trainer, cursor);
-  if (auto ok = model::write_file_atomically(tmp / state_name, {text}); !ok)
+  if (auto ok = io::write_file_atomically(tmp / state_name, {text}); !ok)
     return fail(ok.error());
   sync_directory(tmp);
   if (::rename(tmp.c_str(), (root / entry.dir).c_str()) != 0)
@@ -300,7 +300,7 @@ caf::expected<std::vector<checkpoint_entry>> list_checkpoints(const fs::path& ro
   std::vector<checkpoint_entry> out;
   if (!fs::exists(path))
     return out;
-  auto text = model::read_text_file(path);
+  auto text = io::read_text_file(path);
   if (!text)
     return text.error();
   std::vector<std::string_view> lines;
@@ -340,7 +340,7 @@ caf::expected<std::optional<checkpoint_entry>> latest_checkpoint(const fs::path&
 
 caf::expected<data_cursor> load_checkpoint(const fs::path& dir, lora_trainer& trainer) {
   const auto state_path = dir / state_name;
-  auto text = model::read_text_file(state_path);
+  auto text = io::read_text_file(state_path);
   if (!text)
     return text.error();
   const std::string where = state_path.string();

@@ -1,7 +1,7 @@
 #include "runtime/train/learner_core.hpp"
 
 #include "messages/errors.hpp"
-#include "runtime/model/file_io.hpp"
+#include "runtime/io/file_io.hpp"
 #include "runtime/model/load_policy.hpp"
 #include "runtime/model/lora_adapter.hpp"
 #include "runtime/rl/advantages.hpp"
@@ -137,11 +137,11 @@ caf::expected<void> learner_core::publish() {
   update.base_model = model_name_;
   update.adapter_dir = dir.string();
   if (settings_.publish_bytes) {
-    auto bytes = model::read_text_file(dir / model::lora_weights_name);
+    auto bytes = io::read_text_file(dir / model::lora_weights_name);
     if (!bytes)
       return bytes.error();
     update.adapter_bytes.assign(bytes->begin(), bytes->end());
-    auto config = model::read_text_file(dir / model::lora_config_name);
+    auto config = io::read_text_file(dir / model::lora_config_name);
     if (!config)
       return config.error();
     update.adapter_config = std::move(*config);

@@ -1,8 +1,8 @@
 #include "runtime/warmstart/solutions.hpp"
 
 #include "messages/errors.hpp"
+#include "runtime/io/file_io.hpp"
 #include "runtime/io/text.hpp"
-#include "runtime/model/file_io.hpp"
 
 #include <simdjson.h>
 
@@ -72,7 +72,7 @@ caf::expected<std::vector<solution>> parse_solutions(std::string_view text,
 }
 
 caf::expected<std::vector<solution>> load_solutions(const std::string& path) {
-  auto text = model::read_text_file(path);
+  auto text = io::read_text_file(path);
   if (!text)
     return text.error();
   return parse_solutions(*text, path);

@@ -4,10 +4,10 @@
 #include "runtime/config/settings.hpp"
 #include "runtime/episode/problem_set.hpp"
 #include "runtime/episode/prompt_config.hpp"
+#include "runtime/io/file_io.hpp"
+#include "runtime/io/hash.hpp"
 #include "runtime/io/json_writer.hpp"
-#include "runtime/model/file_io.hpp"
 #include "runtime/model/random_checkpoint.hpp"
-#include "runtime/retrieval/sha256.hpp"
 #include "runtime/tokenizer/bpe_trainer.hpp"
 #include "runtime/tokenizer/chat_format.hpp"
 #include "runtime/tokenizer/tokenizer.hpp"
@@ -25,7 +25,7 @@ namespace fs = std::filesystem;
 namespace {
 
 caf::expected<void> write_text(const fs::path& path, const std::string& text) {
-  return model::write_file_atomically(path, {text});
+  return io::write_file_atomically(path, {text});
 }
 
 std::string generation_config_json(int32_t im_end, int32_t endoftext) {
@@ -249,15 +249,15 @@ caf::expected<warm_start_result> run_warm_start(
   std::string all_problems;
   for (auto& p : *problems)
     all_problems += p.id + "\n" + p.reference_source + "\n";
-  w.field("problems_sha256", retrieval::sha256_hex(all_problems));
+  w.field("problems_sha256", io::sha256_hex(all_problems));
   w.field("problems", static_cast<uint64_t>(problems->size()));
   w.field("solutions", o.solutions_path);
-  auto solutions_hash = retrieval::sha256_file(o.solutions_path);
+  auto solutions_hash = io::sha256_file(o.solutions_path);
   w.field("solutions_sha256", solutions_hash ? *solutions_hash : std::string());
   w.field("examples", static_cast<uint64_t>(solutions->size()));
   w.field("config", o.config_path);
   auto config_hash = o.config_path.empty() ? caf::expected<std::string>(std::string())
-                                           : retrieval::sha256_file(o.config_path);
+                                           : io::sha256_file(o.config_path);
   w.field("config_sha256", config_hash ? *config_hash : std::string());
   w.field("backend", to_string(o.backend));
   w.field("precision", to_string(o.precision));

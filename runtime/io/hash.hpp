@@ -1,13 +1,16 @@
 #pragma once
-// SHA-256 of byte streams and files (OpenSSL), for the corpus hash and the index files' checks.
+// The project's hashes, in one place: SHA-256 of byte streams and files (OpenSSL), for content
+// checks (retrieval corpora and index files, hub downloads, warm-start inputs), and FNV-1a 64,
+// for cheap stable identities (source hashes, feature hashes, problem order).
 
 #include <caf/expected.hpp>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
 
-namespace kbrl::retrieval {
+namespace kbrl::io {
 
 /// Feeds bytes in pieces; hex() gives the digest of everything fed so far.
 class sha256_stream {
@@ -34,4 +37,15 @@ std::string sha256_hex(std::string_view bytes);
 /// read.
 caf::expected<std::string> sha256_file(const std::string& path);
 
-} // namespace kbrl::retrieval
+/// FNV-1a 64 of `bytes`, from `basis` (FNV's offset basis unless given): stable across runs,
+/// machines and compilers. Not for anything an adversary chooses to collide.
+inline uint64_t fnv1a_64(std::string_view bytes, uint64_t basis = 1469598103934665603ull) {
+  uint64_t h = basis;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+} // namespace kbrl::io

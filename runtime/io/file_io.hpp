@@ -1,5 +1,5 @@
 #pragma once
-// Whole-file reads and atomic writes for model files. An atomic write lets readers see either the
+// Whole-file reads and atomic writes. An atomic write lets readers see either the
 // old file or the whole new one: the bytes go to a temporary file beside the target, are synced
 // to disk, and the temporary is renamed over the target. Used for checkpoints, adapters, configs
 // and hub cache entries that another process may read at any time.
@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-namespace kbrl::model {
+namespace kbrl::io {
 
 /// Writes the concatenation of `pieces` to `path` atomically (see above); the parent directory
 /// must exist. On failure the temporary file is removed and `path` is unchanged. Fails with
@@ -22,4 +22,4 @@ caf::expected<void> write_file_atomically(const std::filesystem::path& path,
 /// The whole content of the file at `path`. Fails with errc::io_failure naming the file.
 caf::expected<std::string> read_text_file(const std::filesystem::path& path);
 
-} // namespace kbrl::model
+} // namespace kbrl::io

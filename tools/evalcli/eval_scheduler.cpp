@@ -1,12 +1,13 @@
-#include "runtime/evalcli/eval_scheduler.hpp"
+#include "tools/evalcli/eval_scheduler.hpp"
 
 #include "messages/errors.hpp"
-#include "runtime/evalcli/cluster_dispatch.hpp"
+#include "runtime/episode/answer_format.hpp"
 #include "runtime/eval/answer_parsing.hpp"
 #include "runtime/eval/eval_engine.hpp"
-#include "runtime/episode/answer_format.hpp"
+#include "runtime/io/file_io.hpp"
 #include "runtime/report/generations_dir.hpp"
 #include "runtime/report/results_json.hpp"
+#include "tools/evalcli/cluster_dispatch.hpp"
 
 #include <caf/all.hpp>
 
@@ -22,15 +23,6 @@ namespace kbrl::evalcli {
 namespace {
 
 namespace fs = std::filesystem;
-
-caf::expected<std::string> read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return make_error(errc::io_failure, path + ": cannot read");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 /// The run's state and the steps of its work, shared by the response handlers. Owned by the
 /// actor's behaviour and by the handlers still pending; all of it runs in the actor.
@@ -78,7 +70,7 @@ public:
       } else if (item.generate) {
         to_generate_.push_back(i);
       } else {
-        auto text = read_text(item.file);
+        auto text = io::read_text_file(item.file);
         report::sample_record base;
         if (!text) {
           base.error = report::missing_error;
@@ -318,7 +310,7 @@ private:
     auto path = (fs::path(ctx_->generations_root) / relative).string();
     std::error_code ec;
     if (fs::exists(path, ec)) {
-      if (auto text = read_text(path)) {
+      if (auto text = io::read_text_file(path)) {
         report::sample_record base;
         base.source = relative;
         return turn_answer(i, *text, std::move(base));

@@ -1,4 +1,4 @@
-#include "runtime/evalcli/cluster_dispatch.hpp"
+#include "tools/evalcli/cluster_dispatch.hpp"
 
 #include "messages/errors.hpp"
 

@@ -1,8 +1,8 @@
-#include "runtime/evalcli/evaluator_setup.hpp"
+#include "tools/evalcli/evaluator_setup.hpp"
 
 #include "actors/actor_stats.hpp"
 #include "messages/errors.hpp"
-#include "runtime/node/node_runtime.hpp"
+#include "runtime/node/node_plan.hpp"
 
 #include <cstdlib>
 #include <filesystem>

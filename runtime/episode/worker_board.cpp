@@ -1,4 +1,4 @@
-#include "actors/worker_board.hpp"
+#include "runtime/episode/worker_board.hpp"
 
 namespace kbrl {
 

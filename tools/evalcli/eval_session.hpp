@@ -16,9 +16,9 @@
 // as usual: no file is ever half written, so nothing is lost either way.
 
 #include "runtime/config/manifest.hpp"
-#include "runtime/evalcli/eval_scheduler.hpp"
-#include "runtime/evalcli/evaluator_setup.hpp"
 #include "runtime/sampler/sampler_settings.hpp"
+#include "tools/evalcli/eval_scheduler.hpp"
+#include "tools/evalcli/evaluator_setup.hpp"
 
 #include <caf/error.hpp>
 

@@ -1,4 +1,4 @@
-#include "runtime/retrieval/sha256.hpp"
+#include "runtime/io/hash.hpp"
 
 #include "messages/errors.hpp"
 
@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <vector>
 
-namespace kbrl::retrieval {
+namespace kbrl::io {
 
 struct sha256_stream::impl {
   EVP_MD_CTX* ctx = nullptr;
@@ -68,4 +68,4 @@ caf::expected<std::string> sha256_file(const std::string& path) {
   return s.hex();
 }
 
-} // namespace kbrl::retrieval
+} // namespace kbrl::io

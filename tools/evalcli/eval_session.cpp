@@ -1,4 +1,4 @@
-#include "runtime/evalcli/eval_session.hpp"
+#include "tools/evalcli/eval_session.hpp"
 
 #include "actors/actor_stats.hpp"
 #include "actors/sampler.hpp"

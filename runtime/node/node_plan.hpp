@@ -1,12 +1,13 @@
 #pragma once
-// Starting and stopping one kbrl-node process: pick this node out of the manifest, merge the run
-// config, prepare the run directory and logs, start the actor system (TLS when the manifest has
-// certificates), spawn and publish the node actor, and wait for SIGINT/SIGTERM or the configured
-// stop time. Everything that can be wrong in the inputs is checked before anything starts.
+// Planning one kbrl-node process: pick this node out of the manifest, merge the run config,
+// check roles, GPUs, the RL run's settings and the run directory, and derive the evaluation
+// engine's options. Everything that can be wrong in the inputs is checked here, before anything
+// starts (tools/node/run_node.hpp starts it).
 
-#include "actors/evaluator_supervisor.hpp"
 #include "runtime/config/manifest.hpp"
 #include "runtime/config/settings.hpp"
+#include "runtime/eval/eval_engine.hpp"
+#include "runtime/eval/supervisor_settings.hpp"
 #include "runtime/node/rl_settings.hpp"
 
 #include <caf/expected.hpp>
@@ -57,10 +58,5 @@ supervisor_settings evaluation_supervision(const config::run_config& run);
 
 /// Where kbrl_eval_worker.py is when eval.worker_script is empty.
 std::string default_worker_script();
-
-/// Runs the node until it is told to stop (or, on the coordinator node of an RL run, until the
-/// run is done, ending with a summary of it). Returns the process exit code (0 on a clean stop,
-/// 1 when the run could not start or failed).
-int run_node(const node_plan& plan);
 
 } // namespace kbrl

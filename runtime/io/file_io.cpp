@@ -1,4 +1,4 @@
-#include "runtime/model/file_io.hpp"
+#include "runtime/io/file_io.hpp"
 
 #include "messages/errors.hpp"
 
@@ -12,7 +12,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-namespace kbrl::model {
+namespace kbrl::io {
 
 namespace fs = std::filesystem;
 
@@ -95,4 +95,4 @@ caf::expected<std::string> read_text_file(const fs::path& path) {
   return text.str();
 }
 
-} // namespace kbrl::model
+} // namespace kbrl::io

@@ -1,0 +1,26 @@
+#pragma once
+// coordinator.json: the last step an RL run committed, written by the coordinator after each
+// commit and adjusted by --resume (runtime/node/rl_run_dir.hpp).
+
+#include <caf/expected.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace kbrl {
+
+/// What coordinator.json holds: the step reached and the training data cursor.
+struct coordinator_checkpoint {
+  uint64_t step = 0;
+  uint64_t cursor = 0;
+  uint64_t policy_version = 0;
+};
+
+/// Reads <run_dir>/coordinator.json; an absent file is a fresh start (all zero).
+caf::expected<coordinator_checkpoint> read_coordinator_checkpoint(const std::string& run_dir);
+
+/// Writes <run_dir>/coordinator.json atomically; errc::io_failure naming the path.
+caf::expected<void> write_coordinator_checkpoint(const std::string& run_dir,
+                                                 const coordinator_checkpoint& checkpoint);
+
+} // namespace kbrl

@@ -77,58 +77,12 @@ void update_phase(coordinator_pointer self) {
     spdlog::info("{}: finished {} steps", st.stats.name, st.step);
 }
 
-std::string trace_line(const trajectory& t, uint64_t step, bool eval) {
-  json_writer w;
-  w.begin_object()
-    .field("step", step)
-    .field("eval", eval)
-    .field("trajectory", t.id)
-    .field("group", t.group_id)
-    .field("problem", t.problem_id)
-    .field("end", t.end_reason);
-  w.key("turns").begin_array();
-  for (auto& u : t.turns) {
-    w.begin_object()
-      .field("index", u.index)
-      .field("policy_version", u.policy_version)
-      .field("prompt_tokens", static_cast<uint64_t>(u.prompt_tokens.size()))
-      .field("completion", u.completion_text)
-      .field("compiled", u.verdict.compiled)
-      .field("correct", u.verdict.correct)
-      .field("kernelbench_correct", u.verdict.kernelbench_correct)
-      .field("time_coverage", u.verdict.time_coverage)
-      .field("error", to_string(u.verdict.error))
-      .field("error_excerpt", u.verdict.error_excerpt)
-      .field("speedup", u.verdict.speedup)
-      .field("score", u.score)
-      .field("return", u.return_value)
-      .field("retries", u.retries)
-      .end_object();
-  }
-  w.end_array().end_object();
-  return w.str();
-}
-
 /// Appends a round's trajectories to traces.jsonl, all at once (a round is recorded whole or
 /// not at all).
 void write_traces(coordinator_pointer self, const step_round& r) {
   auto& st = self->state;
-  auto path = st.settings.run_dir + "/traces.jsonl";
-  if (st.traces.is_open() && static_cast<uint64_t>(st.traces.tellp()) > st.settings.traces_max_bytes) {
-    st.traces.close();
-    std::error_code ec;
-    fs::rename(path, st.settings.run_dir + "/traces.1.jsonl", ec); // keep one older file
-  }
-  if (!st.traces.is_open())
-    st.traces.open(path, std::ios::app);
-  auto sorted = r.collected;
-  std::sort(sorted.begin(), sorted.end(),
-            [](const trajectory& a, const trajectory& b) { return a.id < b.id; });
-  for (auto& t : sorted)
-    st.traces << trace_line(t, r.step, r.eval) << "\n";
-  st.traces.flush();
-  if (!st.traces)
-    spdlog::error("{}: could not write {}", st.stats.name, path);
+  if (auto ok = st.traces->append(r.collected, r.step, r.eval); !ok)
+    spdlog::error("{}: {}", st.stats.name, describe(ok.error()));
 }
 
 void save_checkpoint(coordinator_pointer self, uint64_t cursor) {
@@ -629,6 +583,8 @@ coordinator_actor::behavior_type coordinator(coordinator_pointer self, actor_sta
   auto& st = self->state;
   st.stats = std::move(stats);
   st.settings = std::move(settings);
+  st.traces = std::make_unique<episode::trace_log>(st.settings.run_dir,
+                                                   st.settings.traces_max_bytes);
   st.failed_steps = episode::failed_step_counter{st.settings.max_failed_steps};
   st.res = std::move(resources);
   st.res->coordinator = coordinator_actor{self};

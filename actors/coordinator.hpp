@@ -54,13 +54,13 @@
 #include "runtime/episode/stage_clock.hpp"
 #include "runtime/episode/step_health.hpp"
 #include "runtime/episode/step_timeline.hpp"
+#include "runtime/episode/trace_log.hpp"
 #include "runtime/episode/worker_board.hpp"
 
 #include <caf/typed_event_based_actor.hpp>
 
 #include <chrono>
 #include <deque>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -111,7 +111,7 @@ struct coordinator_state {
   uint64_t stale_dropped = 0;
   double last_reward = 0, last_correct = 0;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
-  std::ofstream traces;
+  std::unique_ptr<episode::trace_log> traces; ///< traces.jsonl
 
   // the per-step timeline
   std::shared_ptr<episode::stage_clock> clock;

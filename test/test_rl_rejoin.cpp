@@ -188,9 +188,15 @@ BOOST_AUTO_TEST_CASE(a_run_survives_kill_9_of_its_evaluator_node_and_of_its_samp
   BOOST_CHECK_MESSAGE(contains(head_out, "The RL run finished after step " + std::to_string(steps)
                                            + " of " + std::to_string(steps)),
                       head_out);
-  // The requests the lost nodes held were sent again.
+  // The requests the lost evaluator held were sent again (an evaluation takes seconds, so the
+  // kill always finds some). A generation of the tiny policy takes a fraction of a second: the
+  // sampler can finish its requests between the status that says "generating" and the kill, and
+  // then there is nothing to send again. Re-sending held generations is covered exactly by
+  // episode_actor_suite (a sampler double that holds requests and is killed); here the sampler's
+  // loss must leave no step and no trajectory missing (below), whichever way the race went.
   BOOST_CHECK_MESSAGE(contains(head_out, "the evaluator it asked was lost"), head_out);
-  BOOST_CHECK_MESSAGE(contains(head_out, "the sampler it asked was lost"), head_out);
+  if (!contains(head_out, "the sampler it asked was lost"))
+    BOOST_TEST_MESSAGE("the sampler node was killed between two generations: nothing was held");
 
   // Every step exactly once, each with all its trajectories, none failed, all judged.
   std::set<uint64_t> ids;

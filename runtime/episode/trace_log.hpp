@@ -1,0 +1,46 @@
+#pragma once
+// traces.jsonl of an RL run: every trajectory of every committed round (training step or
+// held-out round), one JSON line each, written by the coordinator when it commits the round.
+//
+//   {"step": 3, "eval": false, "trajectory": 3000001, "group": ..., "problem": "...",
+//    "end": "...", "turns": [{"index", "policy_version", "prompt_tokens", "completion",
+//    "compiled", "correct", "kernelbench_correct", "time_coverage", "error", "error_excerpt",
+//    "speedup", "score", "return", "retries"}, ...]}
+//
+// A round's lines are appended together, in trajectory-id order. Past max_bytes the file is
+// renamed to traces.1.jsonl (one older file is kept) and a new traces.jsonl is started.
+
+#include "messages/data.hpp"
+
+#include <caf/expected.hpp>
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace kbrl::episode {
+
+/// The traces.jsonl line of trajectory `t` of round `step` (eval: a held-out round).
+std::string trace_line(const trajectory& t, uint64_t step, bool eval);
+
+class trace_log {
+public:
+  /// The log in `run_dir`, rotated past `max_bytes`; nothing is opened before the first append.
+  trace_log(std::string run_dir, uint64_t max_bytes);
+
+  /// Appends the lines of `round` (any order; written sorted by id) and flushes. Fails with
+  /// errc::io_failure naming the file; the next append tries again.
+  caf::expected<void> append(std::vector<trajectory> round, uint64_t step, bool eval);
+
+  /// <run_dir>/traces.jsonl.
+  const std::string& path() const { return path_; }
+
+private:
+  std::string run_dir_;
+  std::string path_;
+  uint64_t max_bytes_;
+  std::ofstream out_;
+};
+
+} // namespace kbrl::episode

@@ -1,0 +1,101 @@
+// traces.jsonl (runtime/episode/trace_log.hpp): a round's lines in trajectory order, rotation to
+// traces.1.jsonl past the size limit, and a failed write that names the file and recovers.
+
+#include "runtime/episode/trace_log.hpp"
+#include "test_support.hpp"
+
+#include <boost/test/unit_test.hpp>
+#include <simdjson.h>
+
+#include <filesystem>
+#include <sstream>
+#include <vector>
+
+using namespace kbrl;
+using kbrl::test::read_file;
+using kbrl::test::temp_dir;
+using kbrl::test::why;
+
+namespace {
+
+trajectory make(uint64_t id, const std::string& problem, double score) {
+  trajectory t;
+  t.id = id;
+  t.group_id = id / 10;
+  t.problem_id = problem;
+  t.end_reason = "max_turns";
+  turn u;
+  u.index = 0;
+  u.policy_version = 2;
+  u.completion_text = "line one\n\"quoted\"";
+  u.verdict.compiled = true;
+  u.verdict.correct = score > 0;
+  u.score = score;
+  t.turns.push_back(u);
+  return t;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    out.push_back(line);
+  return out;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(trace_log)
+
+BOOST_AUTO_TEST_CASE(a_round_is_written_in_trajectory_order_as_json_lines) {
+  temp_dir dir;
+  episode::trace_log log(dir.path.string(), 1 << 20);
+  auto ok = log.append({make(12, "b", 1.0), make(11, "a", 0.0)}, 3, false);
+  BOOST_REQUIRE_MESSAGE(ok, why(ok));
+  auto lines = lines_of(read_file(log.path()));
+  BOOST_REQUIRE_EQUAL(lines.size(), 2u);
+  simdjson::dom::parser parser;
+  uint64_t first_id = 0, step = 0;
+  bool eval = true;
+  std::string_view completion;
+  simdjson::dom::element doc;
+  BOOST_REQUIRE(!parser.parse(lines[0]).get(doc));
+  BOOST_REQUIRE(!doc["trajectory"].get(first_id));
+  BOOST_REQUIRE(!doc["step"].get(step));
+  BOOST_REQUIRE(!doc["eval"].get(eval));
+  BOOST_REQUIRE(!doc["turns"].at(0)["completion"].get(completion));
+  BOOST_CHECK_EQUAL(first_id, 11u);
+  BOOST_CHECK_EQUAL(step, 3u);
+  BOOST_CHECK(!eval);
+  BOOST_CHECK_EQUAL(std::string(completion), "line one\n\"quoted\"");
+}
+
+BOOST_AUTO_TEST_CASE(past_the_limit_the_file_is_rotated_and_one_older_file_kept) {
+  temp_dir dir;
+  episode::trace_log log(dir.path.string(), 100); // one line is longer than this
+  for (uint64_t step = 1; step <= 3; ++step) {
+    auto ok = log.append({make(step * 100, "p", 1.0)}, step, false);
+    BOOST_REQUIRE_MESSAGE(ok, why(ok));
+  }
+  auto current = lines_of(read_file(log.path()));
+  auto older = lines_of(read_file(dir / "traces.1.jsonl"));
+  BOOST_REQUIRE_EQUAL(current.size(), 1u);
+  BOOST_REQUIRE_EQUAL(older.size(), 1u);
+  BOOST_CHECK(kbrl::test::contains(current[0], "\"step\":3"));
+  BOOST_CHECK(kbrl::test::contains(older[0], "\"step\":2")); // step 1 was rotated away
+}
+
+BOOST_AUTO_TEST_CASE(a_failed_write_names_the_file_and_the_next_append_recovers) {
+  temp_dir dir;
+  const auto run = dir / "run";
+  episode::trace_log log(run, 1 << 20);
+  auto failed = log.append({make(1, "p", 1.0)}, 1, false); // the run directory does not exist
+  BOOST_REQUIRE(!failed);
+  BOOST_CHECK_MESSAGE(kbrl::test::contains(why(failed), run + "/traces.jsonl"), why(failed));
+  std::filesystem::create_directories(run);
+  auto ok = log.append({make(2, "p", 1.0)}, 2, false);
+  BOOST_REQUIRE_MESSAGE(ok, why(ok));
+  BOOST_CHECK_EQUAL(lines_of(read_file(log.path())).size(), 1u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -11,8 +11,8 @@ own them (the learner), and the mains, tests and benchmarks: everything else com
 
 CMake runs this before it builds the libraries; a violation fails the build with one line per
 include at fault, saying which file includes what and what its layer may use. With --list-torch
-it prints the runtime sources of the torch library instead (CMake builds kbrl_torch from them and
-kbrl_core from the other runtime sources).
+it prints the runtime sources that reach torch instead (the ones a torch library would hold once
+kbrl_runtime is split into a core and a torch part). --root DIR checks another tree (its tests).
 """
 
 import os

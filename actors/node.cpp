@@ -282,19 +282,27 @@ caf::error not_joined(node_pointer self) {
                       + (st.last_join_error.empty() ? "joining" : st.last_join_error) + ")");
 }
 
-/// Asks `target` and hands its answer back to our requester. Relayed, not delegated: a delegated
-/// request is answered by `target` itself, and when `target` is a detached actor (learner,
-/// sampler, retriever) and the requester is on another node, that answer can still sit in the
-/// middleman when this node shuts down, holding a reference to `target`; CAF 0.17's actor system
-/// then waits forever for the detached actor's thread. Our own answer names this (scheduled) node
-/// actor instead. No timeout of our own: the requester has one, as it had with delegation.
+/// Asks `target` (within `timeout`) and hands its answer back to our requester. Relayed, not
+/// delegated: a delegated request is answered by `target` itself, and when `target` is a detached
+/// actor (learner, sampler, retriever) and the requester is on another node, that answer can still
+/// sit in the middleman when this node shuts down, holding a reference to `target`; CAF 0.17's
+/// actor system then waits forever for the detached actor's thread. Our own answer names this
+/// (scheduled) node actor instead.
 template <class Answer, class Handle, class... Ts>
-caf::result<Answer> relay_from(node_pointer self, const Handle& target, Ts&&... xs) {
+caf::result<Answer> relay_from(node_pointer self, const Handle& target, caf::duration timeout,
+                               Ts&&... xs) {
   auto rp = self->make_response_promise<Answer>();
-  self->request(target, caf::infinite, std::forward<Ts>(xs)...)
+  self->request(target, timeout, std::forward<Ts>(xs)...)
     .then([rp](Answer& answer) mutable { rp.deliver(std::move(answer)); },
           [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
   return rp;
+}
+
+/// Asks a child of this node and hands its answer back. No timeout of our own: the requester
+/// has one, as it had when the child's answer was delegated.
+template <class Answer, class Handle, class... Ts>
+caf::result<Answer> relay_from_child(node_pointer self, const Handle& child, Ts&&... xs) {
+  return relay_from<Answer>(self, child, caf::infinite, std::forward<Ts>(xs)...);
 }
 
 /// Asks the membership (possibly on another node) and hands its answer back to our requester.
@@ -302,11 +310,8 @@ template <class Answer, class... Ts>
 caf::result<Answer> relay(node_pointer self, Ts&&... xs) {
   if (!self->state.membership)
     return not_joined(self);
-  auto rp = self->make_response_promise<Answer>();
-  self->request(self->state.membership, std::chrono::seconds(15), std::forward<Ts>(xs)...)
-    .then([rp](Answer& answer) mutable { rp.deliver(std::move(answer)); },
-          [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
-  return rp;
+  return relay_from<Answer>(self, self->state.membership, caf::duration{std::chrono::seconds(15)},
+                            std::forward<Ts>(xs)...);
 }
 
 void stop_children(node_pointer self) {
@@ -438,10 +443,10 @@ node_actor::behavior_type node(node_pointer self, node_settings settings) {
         return own_status(self);
       if (auto child = find_child(self, name)) {
         if (self->state.owned_by_handle.count(name) > 0)
-          return relay_from<actor_status>(
+          return relay_from_child<actor_status>(
             self, caf::actor_cast<evaluator_supervisor_actor>(child), status_atom::value, name);
-        return relay_from<actor_status>(self, caf::actor_cast<status_actor>(child),
-                                        status_atom::value);
+        return relay_from_child<actor_status>(self, caf::actor_cast<status_actor>(child),
+                                              status_atom::value);
       }
       if (node_of_actor(name) == self->state.settings.info.name)
         return unknown_local_actor(self, name);
@@ -454,11 +459,11 @@ node_actor::behavior_type node(node_pointer self, node_settings settings) {
         return no_control_verbs(self->state.stats.name, verb);
       if (auto child = find_child(self, name)) {
         if (self->state.owned_by_handle.count(name) > 0)
-          return relay_from<std::string>(self,
-                                         caf::actor_cast<evaluator_supervisor_actor>(child),
-                                         control_atom::value, name, verb, args);
-        return relay_from<std::string>(self, caf::actor_cast<status_actor>(child),
-                                       control_atom::value, verb, args);
+          return relay_from_child<std::string>(
+            self, caf::actor_cast<evaluator_supervisor_actor>(child), control_atom::value, name,
+            verb, args);
+        return relay_from_child<std::string>(self, caf::actor_cast<status_actor>(child),
+                                             control_atom::value, verb, args);
       }
       if (node_of_actor(name) == self->state.settings.info.name)
         return unknown_local_actor(self, name);

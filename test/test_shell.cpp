@@ -27,14 +27,7 @@ namespace {
 
 using words = std::vector<std::string>;
 using kbrl::test::contains;
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);)
-    out.push_back(line);
-  return out;
-}
+using kbrl::test::lines_of;
 
 /// The line of `text` that starts with `prefix` ("" if none).
 std::string line_starting(const std::string& text, const std::string& prefix) {

@@ -12,7 +12,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <string>
+#include <vector>
 
 namespace kbrl::test {
 
@@ -58,6 +60,15 @@ inline bool contains(const std::string& text, const std::string& part) {
 /// Whether `text` starts with `prefix`.
 inline bool starts_with(const std::string& text, const std::string& prefix) {
   return text.compare(0, prefix.size(), prefix) == 0;
+}
+
+/// The lines of `text`, without their line ends.
+inline std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    out.push_back(line);
+  return out;
 }
 
 /// The whole content of the file at `path`, or "" when it cannot be read (a log that a process

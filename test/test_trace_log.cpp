@@ -13,6 +13,7 @@
 
 using namespace kbrl;
 using kbrl::test::read_file;
+using kbrl::test::lines_of;
 using kbrl::test::temp_dir;
 using kbrl::test::why;
 
@@ -33,14 +34,6 @@ trajectory make(uint64_t id, const std::string& problem, double score) {
   u.score = score;
   t.turns.push_back(u);
   return t;
-}
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);)
-    out.push_back(line);
-  return out;
 }
 
 } // namespace

@@ -3,7 +3,7 @@
 
 #include "messages/data.hpp"
 #include "messages/errors.hpp"
-#include "runtime/node/clock.hpp"
+#include "runtime/io/clock.hpp"
 
 #include <string>
 #include <vector>

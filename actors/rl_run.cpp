@@ -1,6 +1,6 @@
 #include "actors/rl_run.hpp"
 #include "runtime/io/elapsed.hpp"
-#include "runtime/node/clock.hpp"
+#include "runtime/io/clock.hpp"
 
 #include "runtime/io/text.hpp"
 

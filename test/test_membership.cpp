@@ -9,7 +9,7 @@
 #include "actors/membership.hpp"
 #include "messages/errors.hpp"
 #include "messages/type_ids.hpp"
-#include "runtime/node/clock.hpp"
+#include "runtime/io/clock.hpp"
 #include "runtime/node/membership_table.hpp"
 
 #include <caf/all.hpp>

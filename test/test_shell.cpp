@@ -8,7 +8,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "runtime/io/json_writer.hpp"
-#include "runtime/node/clock.hpp"
+#include "runtime/io/clock.hpp"
 #include "runtime/shell/shell_session.hpp"
 
 #include <simdjson.h>

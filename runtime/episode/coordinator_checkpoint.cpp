@@ -1,33 +1,34 @@
 #include "runtime/episode/coordinator_checkpoint.hpp"
 
 #include "messages/errors.hpp"
-#include "runtime/io/file_io.hpp"
 #include "runtime/io/json_writer.hpp"
 
 #include <simdjson.h>
 
-#include <filesystem>
-
 namespace kbrl {
 
-namespace fs = std::filesystem;
+namespace {
+constexpr const char* file_name = "coordinator.json";
+}
 
-caf::expected<coordinator_checkpoint> read_coordinator_checkpoint(const std::string& run_dir) {
-  coordinator_checkpoint out;
-  auto path = run_dir + "/coordinator.json";
-  if (!fs::exists(path))
-    return out;
+caf::expected<coordinator_checkpoint> read_coordinator_checkpoint(io::file_store& files) {
+  auto text = files.read(file_name);
+  if (!text)
+    return text.error();
+  if (!*text)
+    return coordinator_checkpoint{};
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
   uint64_t step = 0, cursor = 0, version = 0;
-  if (parser.load(path).get(doc) || doc["step"].get(step) || doc["cursor"].get(cursor)
+  if (parser.parse(**text).get(doc) || doc["step"].get(step) || doc["cursor"].get(cursor)
       || doc["policy_version"].get(version))
     return make_error(errc::invalid_config,
-                      path + ": expected {\"step\", \"cursor\", \"policy_version\"} as integers");
+                      files.path_of(file_name)
+                        + ": expected {\"step\", \"cursor\", \"policy_version\"} as integers");
   return coordinator_checkpoint{step, cursor, version};
 }
 
-caf::expected<void> write_coordinator_checkpoint(const std::string& run_dir,
+caf::expected<void> write_coordinator_checkpoint(io::file_store& files,
                                                  const coordinator_checkpoint& checkpoint) {
   json_writer w;
   w.begin_object()
@@ -35,7 +36,16 @@ caf::expected<void> write_coordinator_checkpoint(const std::string& run_dir,
     .field("cursor", checkpoint.cursor)
     .field("policy_version", checkpoint.policy_version)
     .end_object();
-  return io::write_file_atomically(fs::path(run_dir) / "coordinator.json", {w.str() + "\n"});
+  return files.replace(file_name, w.str() + "\n");
+}
+
+caf::expected<coordinator_checkpoint> read_coordinator_checkpoint(const std::string& run_dir) {
+  return read_coordinator_checkpoint(*io::directory_store(run_dir));
+}
+
+caf::expected<void> write_coordinator_checkpoint(const std::string& run_dir,
+                                                 const coordinator_checkpoint& checkpoint) {
+  return write_coordinator_checkpoint(*io::directory_store(run_dir), checkpoint);
 }
 
 } // namespace kbrl

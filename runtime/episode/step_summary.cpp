@@ -1,7 +1,7 @@
 #include "runtime/episode/step_summary.hpp"
 
 #include "runtime/episode/rewards.hpp"
-#include "runtime/node/clock.hpp"
+#include "runtime/io/clock.hpp"
 
 #include <algorithm>
 #include <cctype>

@@ -86,4 +86,58 @@ std::string render_timeline_table(const std::vector<step_timeline>& steps) {
   return out;
 }
 
+void timeline_book::start(const stage_clock& clock) {
+  last_commit_s_ = clock.now();
+  for (size_t i = 0; i < stage_count; ++i)
+    busy_at_last_commit_[i] = clock.busy_seconds(static_cast<stage>(i));
+}
+
+const step_timeline& timeline_book::take(const stage_clock& clock, uint64_t key, uint64_t step,
+                                         uint64_t steps_in_flight, uint64_t stale_dropped) {
+  step_timeline t;
+  t.step = step;
+  double now = clock.now();
+  t.wall_s = now - last_commit_s_;
+  auto sampling = clock.round_usage(stage::sampling, key);
+  auto evaluating = clock.round_usage(stage::evaluating, key);
+  t.sampling_s = sampling.summed_s;
+  t.sampling_wall_s = sampling.busy_s;
+  t.evaluating_s = evaluating.summed_s;
+  t.evaluating_wall_s = evaluating.busy_s;
+  t.training_s = clock.round_usage(stage::training, key).summed_s;
+  t.publishing_s = clock.round_usage(stage::publishing, key).summed_s;
+  double busy[stage_count];
+  for (size_t i = 0; i < stage_count; ++i)
+    busy[i] = clock.busy_seconds(static_cast<stage>(i));
+  auto fraction = [&](stage s) {
+    auto i = static_cast<size_t>(s);
+    return t.wall_s > 0 ? std::min(1.0, (busy[i] - busy_at_last_commit_[i]) / t.wall_s) : 0.0;
+  };
+  t.sampler_busy = fraction(stage::sampling);
+  t.evaluator_busy = fraction(stage::evaluating);
+  t.learner_busy = fraction(stage::training);
+  t.steps_in_flight = steps_in_flight;
+  t.stale_dropped = stale_dropped;
+  last_commit_s_ = now;
+  std::copy(std::begin(busy), std::end(busy), std::begin(busy_at_last_commit_));
+  recent_.push_back(t);
+  while (recent_.size() > keep_)
+    recent_.pop_front();
+  return recent_.back();
+}
+
+std::string last_timeline_text(const std::deque<step_timeline>& recent) {
+  if (recent.empty())
+    return "-";
+  const auto& t = recent.back();
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "step %llu: wall %.2f s, sampling %.2f s, evaluating %.2f s, training %.2f s, "
+                "publishing %.2f s; busy sampler %.0f%%, evaluator %.0f%%, learner %.0f%%",
+                static_cast<unsigned long long>(t.step), t.wall_s, t.sampling_wall_s,
+                t.evaluating_wall_s, t.training_s, t.publishing_s, 100 * t.sampler_busy,
+                100 * t.evaluator_busy, 100 * t.learner_busy);
+  return buf;
+}
+
 } // namespace kbrl::episode

@@ -10,8 +10,11 @@
 // step's work) within the step's wall time, so 1 - busy is the stage's idle fraction.
 
 #include "messages/data.hpp"
+#include "runtime/episode/stage_clock.hpp"
 
 #include <cstdint>
+#include <algorithm>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -44,5 +47,31 @@ std::vector<metric_record> timeline_metrics(const step_timeline& t, int64_t unix
 /// A small table, one row per step: wall, each stage's wall (summed in brackets), busy
 /// fractions, and wall / slowest stage.
 std::string render_timeline_table(const std::vector<step_timeline>& steps);
+
+/// The timelines of the last steps, taken from a stage clock at each commit.
+class timeline_book {
+public:
+  /// Keeps the last `keep` timelines (at least one).
+  explicit timeline_book(size_t keep) : keep_(std::max<size_t>(1, keep)) {}
+
+  /// The run (re)starts now: the first step's wall time counts from here.
+  void start(const stage_clock& clock);
+
+  /// The timeline of round `key` (step `step`) committed now; kept among the last ones. The
+  /// clock's record of the round is left for the caller to forget.
+  const step_timeline& take(const stage_clock& clock, uint64_t key, uint64_t step,
+                            uint64_t steps_in_flight, uint64_t stale_dropped);
+
+  const std::deque<step_timeline>& recent() const { return recent_; }
+
+private:
+  size_t keep_;
+  double last_commit_s_ = 0;                  ///< clock time of the previous commit
+  double busy_at_last_commit_[stage_count] = {};
+  std::deque<step_timeline> recent_;
+};
+
+/// The status line of the newest timeline ("-" when none).
+std::string last_timeline_text(const std::deque<step_timeline>& recent);
 
 } // namespace kbrl::episode

@@ -4,11 +4,8 @@
 #include "runtime/io/json_writer.hpp"
 
 #include <algorithm>
-#include <filesystem>
 
 namespace kbrl::episode {
-
-namespace fs = std::filesystem;
 
 std::string trace_line(const trajectory& t, uint64_t step, bool eval) {
   json_writer w;
@@ -41,29 +38,23 @@ std::string trace_line(const trajectory& t, uint64_t step, bool eval) {
   w.end_array().end_object();
   return w.str();
 }
-trace_log::trace_log(std::string run_dir, uint64_t max_bytes)
-  : run_dir_(std::move(run_dir)), path_(run_dir_ + "/traces.jsonl"), max_bytes_(max_bytes) {}
+trace_log::trace_log(std::shared_ptr<io::file_store> files, uint64_t max_bytes)
+  : files_(std::move(files)), max_bytes_(max_bytes) {}
+
+trace_log::trace_log(const std::string& run_dir, uint64_t max_bytes)
+  : trace_log(io::directory_store(run_dir), max_bytes) {}
 
 caf::expected<void> trace_log::append(std::vector<trajectory> round, uint64_t step, bool eval) {
-  if (out_.is_open() && static_cast<uint64_t>(out_.tellp()) > max_bytes_) {
-    out_.close();
-    std::error_code ec;
-    fs::rename(path_, run_dir_ + "/traces.1.jsonl", ec); // keep one older file
-  }
-  if (!out_.is_open()) {
-    out_.clear();
-    out_.open(path_, std::ios::app);
+  if (files_->size(file_name) > max_bytes_) {
+    // keep one older file; a failed rename leaves the log growing, which is no reason to stop
+    (void)files_->rename(file_name, older_file_name);
   }
   std::sort(round.begin(), round.end(),
             [](const trajectory& a, const trajectory& b) { return a.id < b.id; });
+  std::string lines;
   for (auto& t : round)
-    out_ << trace_line(t, step, eval) << "\n";
-  out_.flush();
-  if (!out_) {
-    out_.close(); // reopened (and the error state cleared) by the next append
-    return make_error(errc::io_failure, "could not write " + path_);
-  }
-  return {};
+    lines += trace_line(t, step, eval) + "\n";
+  return files_->append(file_name, lines);
 }
 
 } // namespace kbrl::episode

@@ -11,11 +11,12 @@
 // renamed to traces.1.jsonl (one older file is kept) and a new traces.jsonl is started.
 
 #include "messages/data.hpp"
+#include "runtime/io/file_store.hpp"
 
 #include <caf/expected.hpp>
 
 #include <cstdint>
-#include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,21 +27,24 @@ std::string trace_line(const trajectory& t, uint64_t step, bool eval);
 
 class trace_log {
 public:
-  /// The log in `run_dir`, rotated past `max_bytes`; nothing is opened before the first append.
-  trace_log(std::string run_dir, uint64_t max_bytes);
+  /// The log in `files` (a run directory), rotated past `max_bytes`.
+  trace_log(std::shared_ptr<io::file_store> files, uint64_t max_bytes);
+  /// The log in directory `run_dir`.
+  trace_log(const std::string& run_dir, uint64_t max_bytes);
 
-  /// Appends the lines of `round` (any order; written sorted by id) and flushes. Fails with
+  /// Appends the lines of `round` (any order; written sorted by id) in one write. Fails with
   /// errc::io_failure naming the file; the next append tries again.
   caf::expected<void> append(std::vector<trajectory> round, uint64_t step, bool eval);
 
   /// <run_dir>/traces.jsonl.
-  const std::string& path() const { return path_; }
+  std::string path() const { return files_->path_of(file_name); }
+
+  static constexpr const char* file_name = "traces.jsonl";
+  static constexpr const char* older_file_name = "traces.1.jsonl";
 
 private:
-  std::string run_dir_;
-  std::string path_;
+  std::shared_ptr<io::file_store> files_;
   uint64_t max_bytes_;
-  std::ofstream out_;
 };
 
 } // namespace kbrl::episode

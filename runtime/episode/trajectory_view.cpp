@@ -1,5 +1,8 @@
 #include "runtime/episode/trajectory_view.hpp"
 
+#include "messages/errors.hpp"
+
+#include <algorithm>
 #include <cstdio>
 
 namespace kbrl::episode {
@@ -81,6 +84,40 @@ std::string render_trajectory(const trajectory& t, uint64_t step,
     out += "  reward: score " + number(u.score) + ", return " + number(u.return_value) + "\n";
   }
   return out;
+}
+
+void latest_trajectories::record(const trajectory& t, uint64_t step) {
+  auto view = t;
+  for (auto& u : view.turns) { // the view shows text; token ids of prompts stay for it
+    u.completion_tokens.clear();
+    u.logprobs.clear();
+  }
+  by_problem_[t.problem_id] = {step, std::move(view)};
+}
+
+caf::expected<std::string> latest_trajectories::render(
+  const std::string& want, const std::function<std::string(const std::vector<int32_t>&)>& decode,
+  const trajectory_view_options& options) const {
+  auto it = by_problem_.find(want);
+  if (it == by_problem_.end())
+    it = std::find_if(by_problem_.begin(), by_problem_.end(), [&](const auto& kv) {
+      auto slash = kv.first.rfind('/');
+      return kv.first.substr(slash == std::string::npos ? 0 : slash + 1) == want;
+    });
+  if (it != by_problem_.end())
+    return render_trajectory(it->second.second, it->second.first, decode, options);
+  std::string seen;
+  size_t listed = 0;
+  for (auto& kv : by_problem_) {
+    if (listed == 10) {
+      seen += ", ...";
+      break;
+    }
+    seen += (listed++ ? ", " : "") + kv.first;
+  }
+  return make_error(errc::invalid_argument, "no trajectory of problem '" + want
+                                              + "' yet; problems seen: "
+                                              + (seen.empty() ? std::string("none") : seen));
 }
 
 } // namespace kbrl::episode

@@ -6,7 +6,10 @@
 #include "messages/data.hpp"
 #include "runtime/episode/answer_format.hpp"
 
+#include <caf/expected.hpp>
+
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,5 +30,21 @@ std::string render_trajectory(const trajectory& t, uint64_t step,
 
 /// `text` cut to at most `head` + `tail` characters, with "[... N characters ...]" between.
 std::string excerpt(const std::string& text, size_t head, size_t tail);
+
+/// The newest trajectory of each problem, with the step it belongs to: what the coordinator's
+/// `trajectory PROBLEM` view shows. Token ids of completions and log-probabilities are not kept.
+class latest_trajectories {
+public:
+  void record(const trajectory& t, uint64_t step);
+
+  /// The view of problem `want` (an id such as level1/19_ReLU, or its name 19_ReLU); an
+  /// errc::invalid_argument naming up to ten problems seen when there is none.
+  caf::expected<std::string> render(
+    const std::string& want, const std::function<std::string(const std::vector<int32_t>&)>& decode,
+    const trajectory_view_options& options) const;
+
+private:
+  std::map<std::string, std::pair<uint64_t, trajectory>> by_problem_;
+};
 
 } // namespace kbrl::episode

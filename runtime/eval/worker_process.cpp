@@ -2,7 +2,7 @@
 
 #include "messages/errors.hpp"
 #include "runtime/eval/socket_filter.hpp"
-#include "runtime/node/clock.hpp"
+#include "runtime/io/clock.hpp"
 
 #include <simdjson.h>
 

@@ -1,6 +1,6 @@
 #include "runtime/node/membership_table.hpp"
 
-#include "runtime/node/clock.hpp"
+#include "runtime/io/clock.hpp"
 
 #include <algorithm>
 #include <utility>

@@ -1,7 +1,7 @@
 #include "runtime/node/rl_summary.hpp"
 
 #include "runtime/episode/coordinator_checkpoint.hpp"
-#include "runtime/node/clock.hpp"
+#include "runtime/io/clock.hpp"
 #include "runtime/train/checkpoint.hpp"
 
 #include <fmt/format.h>

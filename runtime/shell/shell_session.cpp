@@ -2,7 +2,7 @@
 
 #include "runtime/io/json_writer.hpp"
 #include "runtime/io/text.hpp"
-#include "runtime/node/clock.hpp"
+#include "runtime/io/clock.hpp"
 
 #include <caf/scoped_actor.hpp>
 #include <caf/all.hpp>

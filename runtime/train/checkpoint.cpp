@@ -6,7 +6,7 @@
 #include "runtime/io/text.hpp"
 #include "runtime/model/lora_adapter.hpp"
 #include "runtime/model/safetensors.hpp"
-#include "runtime/node/clock.hpp"
+#include "runtime/io/clock.hpp"
 #include "runtime/train/trainer.hpp"
 
 #include <ATen/ATen.h>

@@ -1,4 +1,4 @@
-#include "runtime/node/clock.hpp"
+#include "runtime/io/clock.hpp"
 
 #include <fmt/format.h>
 

@@ -29,22 +29,27 @@
 
 #include "actors/actor_stats.hpp"
 #include "messages/type_ids.hpp"
+#include "runtime/eval/build_book.hpp"
 #include "runtime/eval/eval_engine.hpp"
-#include "runtime/eval/restart_budget.hpp"
-#include "runtime/eval/slot_state.hpp"
+#include "runtime/eval/slot_table.hpp"
 #include "runtime/eval/supervisor_settings.hpp"
 
 #include <caf/typed_event_based_actor.hpp>
 
 #include <deque>
-#include <set>
+#include <functional>
 #include <map>
 #include <memory>
-#include <optional>
 
 namespace kbrl {
 
-/// Supervision settings (run config keys eval.*).
+/// One GPU's evaluator to run: its name, device and engine.
+struct evaluator_slot {
+  std::string name;
+  int gpu = -1;
+  eval::engine_options engine;
+};
+
 /// One CPU builder, as the supervisor sees it.
 struct builder_slot {
   std::string name;
@@ -55,20 +60,17 @@ struct builder_slot {
   std::string last_error;
 };
 
-/// One GPU's evaluator, as the supervisor sees it.
-struct evaluator_slot {
-  std::string name;
-  int gpu = -1;
-  eval::engine_options engine;
-  evaluator_actor handle;
-  eval::slot_state state = eval::slot_state::starting;
-  bool busy = false;
-  uint64_t restarts = 0;
-  eval::restart_budget budget; ///< set from the supervisor's settings when the slot is added
-  std::string last_error;
-  int64_t since_ms = 0;
-  uint64_t evaluations = 0;
+/// How the supervisor starts its workers. real_workers(): detached evaluator and builder actors
+/// (actors/evaluator.hpp, actors/builder.hpp); tests pass doubles.
+struct supervisor_workers {
+  std::function<evaluator_actor(caf::local_actor* parent, const actor_stats&, int gpu,
+                                const eval::engine_options&)>
+    evaluator;
+  std::function<builder_actor(caf::local_actor* parent, const actor_stats&,
+                              const eval::engine_options&)>
+    builder;
 };
+supervisor_workers real_workers();
 
 struct pending_evaluation {
   eval_request request;
@@ -81,18 +83,16 @@ struct evaluator_supervisor_state {
   static inline const char* name = "evaluator-supervisor";
   actor_stats stats;
   supervisor_settings settings;
-  std::vector<evaluator_slot> slots;
+  supervisor_workers workers;
+  eval::slot_table slots{5, std::chrono::milliseconds(60000)}; ///< set from settings at spawn
+  std::map<std::string, eval::engine_options> engines;   ///< slot name -> its engine
+  std::map<std::string, evaluator_actor> handles;        ///< slot name -> its current evaluator
   std::deque<pending_evaluation> queue;
   uint64_t answered = 0;
   uint64_t refused_busy = 0;
-  eval::engine_options builder_engine;                       ///< template for builders
+  eval::engine_options builder_engine;                   ///< template for builders
   std::vector<builder_slot> builders;
-  std::deque<std::string> build_queue;                       ///< source hashes waiting to build
-  std::map<std::string, std::vector<pending_evaluation>> building; ///< hash -> its requests
-  std::set<std::string> built;                               ///< hashes built successfully
-  std::map<std::string, eval_result> build_failures;         ///< hash -> its compile verdict
-  uint64_t builds_started = 0;
-  uint64_t builds_reused = 0;
+  eval::build_book<pending_evaluation> builds;
   /// The current evaluator of each slot and each builder, shared with the clean-up that stops
   /// them when the supervisor ends (that clean-up runs after this state is gone, so it must not
   /// touch it). Weak addresses: a strong handle kept here would keep a stopped worker actor
@@ -104,11 +104,17 @@ struct evaluator_supervisor_state {
 using evaluator_supervisor_pointer =
   evaluator_supervisor_actor::stateful_pointer<evaluator_supervisor_state>;
 
-/// Spawn with sys.spawn(evaluator_supervisor, stats, settings, slots (name, gpu, engine set),
-/// builder engine options (used when settings.build_workers > 0)).
+/// Spawn with sys.spawn(evaluator_supervisor, stats, settings, slots, builder engine options
+/// (used when settings.build_workers > 0)).
 evaluator_supervisor_actor::behavior_type
 evaluator_supervisor(evaluator_supervisor_pointer self, actor_stats stats,
                      supervisor_settings settings, std::vector<evaluator_slot> slots,
-                     eval::engine_options builder_engine = {});
+                     eval::engine_options builder_engine);
+
+/// The same with the workers started by `workers` (tests: doubles under CAF's test coordinator).
+evaluator_supervisor_actor::behavior_type
+evaluator_supervisor_with(evaluator_supervisor_pointer self, actor_stats stats,
+                          supervisor_settings settings, std::vector<evaluator_slot> slots,
+                          eval::engine_options builder_engine, supervisor_workers workers);
 
 } // namespace kbrl

@@ -3,9 +3,12 @@
 // restart budget, back-off and CPU builders; filled from the run config's eval.* keys
 // (evaluation_supervision, runtime/node/node_plan.cpp).
 
+#include "runtime/io/clock.hpp"
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 namespace kbrl {
 
@@ -16,6 +19,7 @@ struct supervisor_settings {
   std::chrono::milliseconds degraded_backoff{30000}; ///< wait before a degraded slot retries
   std::chrono::milliseconds request_margin{30000};   ///< added to a request's own timeout
   size_t build_workers = 0;                          ///< CPU builders; 0: GPUs build themselves
+  std::function<int64_t()> clock = now_unix_ms;      ///< wall clock (ms); tests inject a fake
 };
 
 } // namespace kbrl

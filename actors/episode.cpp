@@ -1,6 +1,7 @@
 #include "actors/episode.hpp"
 
-#include "messages/errors.hpp"
+#include "messages/error_codes.hpp"
+#include "runtime/io/backoff.hpp"
 #include "runtime/retrieval/few_shot.hpp"
 
 #include <caf/all.hpp>
@@ -34,21 +35,15 @@ std::string label(episode_pointer self) {
          + std::to_string(st.traj.turns.size() + (judging ? 0 : 1));
 }
 
-bool is_busy(const caf::error& err) {
-  return err.category() == caf::atom("kbrl") && err.code() == static_cast<uint8_t>(errc::busy);
-}
-
 /// After a busy answer: asks again (tick_atom) once the back-off has passed and returns true;
 /// false when the step has waited busy_wait_limit already.
 bool wait_after_busy(episode_pointer self, const caf::error& err) {
   auto& st = self->state;
   if (st.busy_waited >= st.settings.busy_wait_limit)
     return false;
-  const int32_t doublings = std::min(st.busy_answers, 16);
-  auto delay = std::min(st.settings.busy_backoff_first * (int64_t{1} << doublings),
-                        st.settings.busy_backoff_max);
   // Spread the episodes of one group, which were all turned away at the same moment.
-  delay += std::chrono::milliseconds(static_cast<int64_t>(st.traj.id % 97) * delay.count() / 194);
+  auto delay = io::backoff(st.settings.busy_backoff_first, st.settings.busy_backoff_max,
+                           st.busy_answers + 1, 1 + static_cast<double>(st.traj.id % 97) / 194);
   ++st.busy_answers;
   st.busy_waited += delay;
   if (st.busy_answers == 1)
@@ -209,7 +204,7 @@ void evaluate(episode_pointer self) {
           return;
         timed(self, episode::stage::evaluating, false);
         ++st.next_evaluator;
-        if (is_busy(err) && wait_after_busy(self, err))
+        if (has_code(err, errc::busy) && wait_after_busy(self, err))
           return;
         spdlog::warn("{}: evaluator failed: {}", label(self), self->system().render(err));
         if (st.retries >= st.settings.max_retries)
@@ -319,7 +314,7 @@ void sample(episode_pointer self) {
           return;
         timed(self, episode::stage::sampling, false);
         ++st.next_sampler;
-        if (is_busy(err) && wait_after_busy(self, err))
+        if (has_code(err, errc::busy) && wait_after_busy(self, err))
           return;
         spdlog::warn("{}: sampler failed: {}", label(self), self->system().render(err));
         if (st.retries >= st.settings.max_retries)

@@ -2,6 +2,7 @@
 
 #include "actors/builder.hpp"
 #include "actors/evaluator.hpp"
+#include "actors/relay.hpp"
 #include "runtime/io/clock.hpp"
 
 #include <caf/all.hpp>
@@ -282,15 +283,9 @@ caf::result<std::string> control_slot(self_ptr self, const std::string& name,
     self->send_exit(handle, make_error(errc::worker_crashed, "restarted by hand"));
     return "restarting " + name;
   }
-  // Relayed, not delegated: an answer sent straight from the (detached) evaluator to a remote
-  // requester can sit in the middleman past shutdown with a reference to the evaluator, and
-  // the actor system then waits forever for that evaluator's thread.
-  auto rp = self->make_response_promise<std::string>();
-  self->request(caf::actor_cast<status_actor>(handle), std::chrono::seconds(15),
-                control_atom::value, verb, args)
-    .then([rp](std::string& answer) mutable { rp.deliver(std::move(answer)); },
-          [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
-  return rp;
+  return relay_from<std::string>(self, caf::actor_cast<status_actor>(handle),
+                                 caf::duration{std::chrono::seconds(15)}, control_atom::value,
+                                 verb, args);
 }
 
 } // namespace

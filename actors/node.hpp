@@ -18,6 +18,7 @@
 #include "actors/actor_stats.hpp"
 #include "actors/evaluator_supervisor.hpp"
 #include "messages/type_ids.hpp"
+#include "runtime/node/join_state.hpp"
 #include "runtime/retrieval/retrieval_settings.hpp"
 #include "runtime/sampler/sampler_settings.hpp"
 
@@ -70,14 +71,8 @@ struct node_actor_state {
   /// restarts them under the same name): status and control go to the owner with the name.
   std::set<std::string> owned_by_handle;
   membership_actor membership;
-  bool joined = false;
-  bool join_pending = false;
-  bool heartbeat_pending = false;
-  bool stopping = false;
-  uint32_t join_attempts = 0;      ///< failed attempts since the last successful join
-  uint64_t joins = 0;
+  join_state join;                 ///< joined, pending join and heartbeat, attempts, stopping
   uint64_t heartbeats = 0;
-  std::string last_join_error;
 };
 
 using node_pointer = node_actor::stateful_pointer<node_actor_state>;

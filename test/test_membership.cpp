@@ -7,7 +7,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "actors/membership.hpp"
-#include "messages/errors.hpp"
+#include "messages/error_codes.hpp"
 #include "messages/type_ids.hpp"
 #include "runtime/io/clock.hpp"
 #include "runtime/node/membership_table.hpp"
@@ -36,11 +36,6 @@ node_info make_info(const std::string& name, uint16_t port = 4242, int32_t pid =
   info.pid = pid;
   info.actors = {actor_entry{name + "/sampler.0", "sampler", caf::actor{}}};
   return info;
-}
-
-/// The kbrl error code of `err`, or errc::none for another category.
-errc code_of(const caf::error& err) {
-  return err.category() == caf::atom("kbrl") ? static_cast<errc>(err.code()) : errc::none;
 }
 
 /// Why `x` failed, for a check's message ("" if it holds a value: Boost.Test builds messages even

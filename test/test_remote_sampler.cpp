@@ -13,7 +13,7 @@
 #include "runtime/remote/remote_options.hpp"
 #include "runtime/remote/remote_sampler.hpp"
 #include "runtime/remote/retry_policy.hpp"
-#include "messages/errors.hpp"
+#include "messages/error_codes.hpp"
 #include "helper_process.hpp"
 #include "test_support.hpp"
 
@@ -70,10 +70,6 @@ using kbrl::test::contains;
 namespace {
 
 const std::string data_dir = std::string(KBRL_TEST_DATA) + "/remote";
-
-bool has_code(const caf::error& err, errc code) {
-  return err.category() == caf::atom("kbrl") && err.code() == static_cast<uint8_t>(code);
-}
 
 /// Checks that `err` has `code` and its text contains every one of `parts`.
 void check_error(const caf::error& err, errc code, std::initializer_list<std::string> parts) {

@@ -4,7 +4,7 @@
 // without bound. The node that runs it is unharmed throughout.
 
 #include "runtime/eval/worker_process.hpp"
-#include "messages/errors.hpp"
+#include "messages/error_codes.hpp"
 #include "test_support.hpp"
 
 #include <simdjson.h>
@@ -60,10 +60,6 @@ struct worker_fixture {
   }
   simdjson::dom::parser parser;
 };
-
-bool has_code(const caf::error& err, errc code) {
-  return err.category() == caf::atom("kbrl") && err.code() == static_cast<uint8_t>(code);
-}
 
 } // namespace
 

@@ -1,5 +1,7 @@
 #include "runtime/remote/retry_policy.hpp"
 
+#include "runtime/io/backoff.hpp"
+
 #include <curl/curl.h>
 
 #include <algorithm>
@@ -14,11 +16,8 @@ bool retryable_status(long status) {
 }
 
 double backoff_delay_s(const retry_options& opts, int retry, double unit) {
-  // 2^(retry-1) overflows nothing: the exponent is clamped long before double runs out.
-  const int exponent = std::clamp(retry - 1, 0, 60);
-  const double doubled =
-    std::min(opts.max_backoff_s, opts.initial_backoff_s * std::ldexp(1.0, exponent));
-  return doubled * (0.5 + std::clamp(unit, 0.0, 1.0) / 2);
+  return io::backoff_s(opts.initial_backoff_s, opts.max_backoff_s, retry,
+                       0.5 + std::clamp(unit, 0.0, 1.0) / 2);
 }
 
 std::optional<double> parse_retry_after(std::string_view value, std::time_t now) {

@@ -4,7 +4,7 @@
 #include "runtime/io/json_writer.hpp"
 #include "runtime/remote/http_client.hpp"
 #include "runtime/remote/openai_protocol.hpp"
-#include "runtime/retrieval/error_text.hpp"
+#include "messages/error_codes.hpp"
 
 #include <simdjson.h>
 

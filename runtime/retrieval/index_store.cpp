@@ -6,7 +6,7 @@
 #include "runtime/io/hash.hpp"
 #include "runtime/io/json_writer.hpp"
 #include "runtime/io/text.hpp"
-#include "runtime/retrieval/error_text.hpp"
+#include "messages/error_codes.hpp"
 #include "runtime/retrieval/source_keys.hpp"
 
 #include <simdjson.h>

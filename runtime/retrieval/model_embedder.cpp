@@ -3,7 +3,7 @@
 #include "messages/errors.hpp"
 #include "runtime/model/attention.hpp"
 #include "runtime/model/transformer.hpp"
-#include "runtime/retrieval/error_text.hpp"
+#include "messages/error_codes.hpp"
 #include "runtime/tokenizer/tokenizer.hpp"
 
 #include <ATen/ATen.h>

@@ -1,6 +1,6 @@
 #include "runtime/train/data_parallel.hpp"
 
-#include "messages/errors.hpp"
+#include "messages/error_codes.hpp"
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h> // at::NoGradGuard: not pulled in by ATen.h in libtorch 2.x
@@ -18,13 +18,6 @@ namespace {
 
 int64_t length_of(const training_sample& s) {
   return static_cast<int64_t>(s.prompt_tokens.size() + s.completion_tokens.size());
-}
-
-/// The text of a kbrl error (its context), or describe() for any other.
-std::string text_of(const caf::error& e) {
-  if (e.category() == caf::atom("kbrl") && e.context().match_elements<std::string>())
-    return e.context().get_as<std::string>(0);
-  return describe(e);
 }
 
 /// The columns of the per-step summary table (one row per replica).
@@ -248,7 +241,7 @@ caf::expected<step_stats> data_parallel_trainer::step(const std::vector<training
   if (broken_)
     return make_error(errc::internal,
                       "data-parallel step refused: the replica group failed earlier ("
-                        + text_of(broken_) + "); restart the learner");
+                        + error_text(broken_) + "); restart the learner");
   if (samples.empty())
     return make_error(errc::invalid_argument, "trainer: empty batch");
   const auto start = std::chrono::steady_clock::now();
@@ -280,7 +273,7 @@ caf::expected<step_stats> data_parallel_trainer::step(const std::vector<training
     const auto& e = outcomes[r].result->error();
     return make_error(static_cast<errc>(e.code()),
                       "data-parallel step: replica " + std::to_string(r) + " ("
-                        + models_[r]->options().device.str() + "): " + text_of(e));
+                        + models_[r]->options().device.str() + "): " + error_text(e));
   };
   for (auto kind : {rank_failure::group, rank_failure::own})
     for (int r = 0; r < ranks(); ++r)

@@ -1,6 +1,6 @@
 #include "tools/evalcli/cluster_dispatch.hpp"
 
-#include "messages/errors.hpp"
+#include "messages/error_codes.hpp"
 
 #include <caf/all.hpp>
 
@@ -66,7 +66,7 @@ void cluster_dispatch::send(evaluator_pool::ticket t, size_t node) {
         then(dispatched_verdict{std::move(v), me->nodes_[node].name, *retries});
       },
       [me, t, node](caf::error& err) {
-        if (err.category() == caf::atom("kbrl") && err.code() == static_cast<uint8_t>(errc::busy)) {
+        if (has_code(err, errc::busy)) {
           me->pool_.put_back(t, node);
           if (!me->tick_scheduled_) {
             me->tick_scheduled_ = true;

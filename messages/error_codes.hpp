@@ -1,5 +1,7 @@
 #pragma once
-// Adding where-it-happened to an error without losing its code.
+// Reading a kbrl error back (messages/errors.hpp makes them): its code, whether it has a given
+// code, its explanation, and the same error with more said around it. The one place that knows
+// how a kbrl error is laid out in a caf::error.
 
 #include "messages/errors.hpp"
 
@@ -7,7 +9,17 @@
 
 #include <string>
 
-namespace kbrl::retrieval {
+namespace kbrl {
+
+/// The kbrl code of `err`; errc::none for no error or an error of another category (CAF's own).
+inline errc code_of(const caf::error& err) {
+  return err && err.category() == caf::atom("kbrl") ? static_cast<errc>(err.code()) : errc::none;
+}
+
+/// Whether `err` is the kbrl error `code`.
+inline bool has_code(const caf::error& err, errc code) {
+  return err && code_of(err) == code;
+}
 
 /// The explanation of a kbrl error (its context text), or describe() of any other error.
 inline std::string error_text(const caf::error& err) {
@@ -26,4 +38,4 @@ inline caf::error reworded(const caf::error& err, const std::string& before,
   return make_error(code, before + error_text(err) + after);
 }
 
-} // namespace kbrl::retrieval
+} // namespace kbrl

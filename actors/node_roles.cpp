@@ -1,0 +1,133 @@
+#include "actors/node_roles.hpp"
+
+#include "actors/learner.hpp"
+#include "actors/metrics.hpp"
+#include "actors/retriever.hpp"
+#include "actors/rl_run.hpp"
+#include "actors/role_slot.hpp"
+#include "actors/sampler.hpp"
+#include "runtime/node/role_plan.hpp"
+
+#include <caf/all.hpp>
+
+namespace kbrl {
+
+namespace {
+
+/// The build cache every worker of the node shares: <eval.cache_dir>/extensions when that key is
+/// set (evaluation_engine_options), else the run directory's own.
+std::string extensions_dir(const node_settings& s) {
+  return s.eval_engine.worker.extensions_dir.empty() ? s.run_dir + "/eval/extensions"
+                                                     : s.eval_engine.worker.extensions_dir;
+}
+
+/// The engine options of the evaluator on `gpu`: its own scratch directory, the node's shared
+/// build cache.
+eval::engine_options evaluator_engine(const node_settings& s, const std::string& name, int gpu) {
+  auto opts = s.eval_engine;
+  auto dir_name = name.substr(name.find('/') + 1);
+  opts.worker.scratch_dir = s.run_dir + "/eval/" + dir_name;
+  opts.worker.extensions_dir = extensions_dir(s);
+  opts.worker.gpu = gpu;
+  return opts;
+}
+
+} // namespace
+
+/// Spawns the actors of this node's roles and GPUs; returns their entries.
+std::vector<actor_entry> spawn_role_actors(node_pointer self) {
+  auto& s = self->state.settings;
+  std::vector<actor_entry> out;
+  std::vector<int> gpus(s.info.gpus.begin(), s.info.gpus.end());
+  auto plan = plan_role_actors(s.info.roles, gpus);
+  for (auto& planned : plan) {
+    actor_stats stats;
+    stats.node = s.info.name;
+    stats.role = planned.role;
+    stats.name = actor_name(s.info.name, planned.role, planned.index);
+    caf::actor handle;
+    if (planned.role == "metrics") {
+      handle = caf::actor_cast<caf::actor>(
+        self->spawn(metrics_sink, stats, s.run_dir + "/metrics.jsonl"));
+    } else if (planned.role == "evaluator-supervisor") {
+      std::vector<evaluator_slot> slots;
+      for (auto& p : plan)
+        if (p.role == "evaluator") {
+          evaluator_slot slot;
+          slot.name = actor_name(s.info.name, "evaluator", p.index);
+          slot.gpu = p.gpu;
+          slot.engine = evaluator_engine(s, slot.name, p.gpu);
+          slots.push_back(std::move(slot));
+        }
+      auto builder_opts = s.eval_engine;
+      builder_opts.worker.scratch_dir = s.run_dir + "/eval";
+      builder_opts.worker.extensions_dir = extensions_dir(s);
+      builder_opts.worker.gpu = -1;
+      auto sup = self->spawn(evaluator_supervisor, stats, s.eval_supervision, slots, builder_opts);
+      handle = caf::actor_cast<caf::actor>(sup);
+      self->monitor(handle);
+      out.push_back({stats.name, planned.role, handle});
+      for (auto& slot : slots) {
+        out.push_back({slot.name, "evaluator", handle});
+        self->state.owned_by_handle.insert(slot.name);
+      }
+      continue;
+    } else if (planned.role == "evaluator") {
+      continue; // spawned and owned by the supervisor above
+    } else if (planned.role == "learner") {
+      auto settings = s.learner ? *s.learner : train::learner_settings{};
+      settings.gpus = planned.gpus; // one data-parallel replica per GPU
+      if (settings.run_dir.empty())
+        settings.run_dir = s.run_dir;
+      // detached: loading the model and every training step block
+      handle = caf::actor_cast<caf::actor>(
+        self->spawn<caf::detached>(learner, stats, std::move(settings)));
+    } else if (planned.role == "sampler") {
+      auto settings = s.sampler;
+      settings.gpu = planned.gpu;
+      settings.remote.name = stats.name;
+      // detached: loading a model blocks for seconds to minutes
+      handle = caf::actor_cast<caf::actor>(
+        self->spawn<caf::detached>(sampler, stats, std::move(settings)));
+    } else {
+      std::vector<status_detail> details{
+        {"device", planned.gpu < 0 ? "cpu" : "cuda:" + std::to_string(planned.gpu)}};
+      handle = caf::actor_cast<caf::actor>(self->spawn(role_slot, stats, details));
+    }
+    self->monitor(handle);
+    out.push_back({stats.name, planned.role, handle});
+  }
+  // RA-ICL: the coordinator node serves retrieved examples to every node's episodes.
+  if (s.is_coordinator && !s.retrieval.index_dir.empty()) {
+    actor_stats stats;
+    stats.node = s.info.name;
+    stats.role = "retriever";
+    stats.name = actor_name(s.info.name, "retriever", -1);
+    auto handle = caf::actor_cast<caf::actor>(self->spawn<caf::detached>(
+      retriever, stats, s.retrieval, retrieval::retriever_options_from(s.retrieval)));
+    self->monitor(handle);
+    out.push_back({stats.name, "retriever", handle});
+  }
+  // An RL run: the coordinator node drives it (it finds the other roles through the membership).
+  if (s.is_coordinator && s.rl) {
+    actor_stats stats;
+    stats.node = s.info.name;
+    stats.role = "coordinator";
+    stats.name = actor_name(s.info.name, "coordinator");
+    auto handle = caf::actor_cast<caf::actor>(self->spawn(
+      rl_run, stats, s.rl, caf::actor_cast<node_actor>(self), self->state.membership));
+    self->monitor(handle);
+    out.push_back({stats.name, "coordinator", handle});
+  }
+  // This node's samplers follow this node's learner; samplers elsewhere subscribe themselves
+  // (or are subscribed by the coordinator).
+  for (auto& l : out)
+    if (l.role == "learner")
+      for (auto& sampler : out)
+        if (sampler.role == "sampler")
+          self->send(caf::actor_cast<learner_actor>(l.handle), subscribe_atom::value,
+                     sampler.handle);
+  return out;
+}
+
+} // namespace kbrl

@@ -1,15 +1,16 @@
 #include "actors/rl_run.hpp"
-#include "runtime/io/elapsed.hpp"
-#include "runtime/io/clock.hpp"
 
+#include "messages/status_details.hpp"
+#include "runtime/io/clock.hpp"
+#include "runtime/io/elapsed.hpp"
 #include "runtime/io/text.hpp"
+#include "runtime/node/run_progress.hpp"
 
 #include <caf/all.hpp>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cmath>
 
 namespace kbrl {
 
@@ -21,13 +22,6 @@ constexpr auto tick_interval = 500ms;
 constexpr auto wait_log_interval = 5s;
 constexpr auto check_timeout = 20s;       ///< a learner or sampler loading its model answers late
 constexpr auto checkpoint_timeout = 10min;
-
-double metric(const std::vector<metric_record>& records, const std::string& name, double dflt = 0) {
-  for (auto& r : records)
-    if (r.name == name)
-      return r.value;
-  return dflt;
-}
 
 /// Ends the node (and with it this process) with `err`: kbrl-node exits 1 and logs why.
 void fail(rl_run_pointer self, caf::error err) {
@@ -50,37 +44,19 @@ std::vector<actor_entry> actors_with_role(const membership_view& view, const std
 }
 
 /// Asks a learner or sampler once whether it can work (it answers only after its model loaded).
-void check_worker(rl_run_pointer self, const std::string& name) {
-  auto& w = self->state.checked[name];
-  if (w.state != "unchecked")
-    return;
-  w.state = "checking";
-  self->request(caf::actor_cast<status_actor>(w.handle), check_timeout, status_atom::value)
+void check_worker(rl_run_pointer self, const std::string& name, const caf::actor& handle) {
+  self->request(caf::actor_cast<status_actor>(handle), check_timeout, status_atom::value)
     .then(
       [self, name](actor_status& status) {
-        auto it = self->state.checked.find(name);
-        if (it == self->state.checked.end())
+        auto* w = self->state.checks.answered(name, status.state, status.last_error);
+        if (w == nullptr || w->state != worker_check::failed)
           return;
-        auto& w = it->second;
-        if (status.state == "failed") {
-          w.state = "failed";
-          w.error = status.last_error.empty() ? "failed" : status.last_error;
-          if (w.role == "learner")
-            return fail(self, make_error(errc::invalid_config,
-                                         "the learner " + name + " cannot train: " + w.error));
-          spdlog::error("sampler {} cannot generate: {}", name, w.error);
-          return;
-        }
-        w.state = "ready";
-        w.error.clear();
+        if (w->role == "learner")
+          return fail(self, make_error(errc::invalid_config,
+                                       "the learner " + name + " cannot train: " + w->error));
+        spdlog::error("sampler {} cannot generate: {}", name, w->error);
       },
-      [self, name](caf::error&) {
-        auto it = self->state.checked.find(name);
-        if (it == self->state.checked.end())
-          return;
-        it->second.state = "unchecked"; // still loading its model, most likely: ask again
-        it->second.error = "loading its model";
-      });
+      [self, name](caf::error&) { self->state.checks.no_answer(name); });
 }
 
 /// The checked actors of `role` that are up and ready; starts checks for new ones.
@@ -88,26 +64,12 @@ std::vector<actor_entry> ready(rl_run_pointer self, const std::string& role) {
   auto& st = self->state;
   std::vector<actor_entry> out;
   for (auto& a : actors_with_role(st.view, role)) {
-    auto it = st.checked.find(a.name);
-    if (it == st.checked.end() || it->second.handle != a.handle) // new, or a new incarnation
-      it = st.checked
-             .insert_or_assign(a.name, rl_run_state::worker{role, a.handle, "unchecked", ""})
-             .first;
-    check_worker(self, a.name);
-    if (it->second.state == "ready")
+    if (st.checks.seen(a.name, role, a.handle))
+      check_worker(self, a.name, a.handle);
+    if (st.checks.ready(a.name))
       out.push_back(a);
   }
   return out;
-}
-
-/// "a sampler (local/sampler.0 is loading its model)" and the like.
-std::string describe_missing(rl_run_pointer self, const std::string& role,
-                             const std::string& what) {
-  std::vector<std::string> notes;
-  for (auto& [name, w] : self->state.checked)
-    if (w.role == role && w.state != "ready" && !w.error.empty())
-      notes.push_back(name + (w.state == "failed" ? " failed: " : " is ") + w.error);
-  return notes.empty() ? what : what + " (" + join(notes, "; ") + ")";
 }
 
 /// What goes on the worker board for these samplers and evaluators, and the key that tells a
@@ -186,7 +148,7 @@ void start_run(rl_run_pointer self, const actor_entry& learner,
                human_duration(seconds_since(st.waiting_since)), learner.name, metrics.name,
                join(sampler_names), join(evaluator_names), in.train.size(), in.eval.size(),
                retrievers.empty() ? "" : ", retrieval from " + retrievers.front().name);
-  st.phase = "running";
+  st.phase = run_phase::running;
   st.run_started = st.last_step_at = std::chrono::steady_clock::now();
   st.coordinator = self->spawn(coordinator, stats, std::move(settings), std::move(res),
                                st.learner, caf::actor_cast<metrics_actor>(self), in.train,
@@ -197,7 +159,7 @@ void start_run(rl_run_pointer self, const actor_entry& learner,
 /// Waiting: starts the run once everything is there, else notes what is missing.
 void try_start(rl_run_pointer self) {
   auto& st = self->state;
-  if (st.phase != "waiting")
+  if (st.phase != run_phase::waiting)
     return;
   auto learners = ready(self, "learner");
   auto samplers = ready(self, "sampler");
@@ -205,9 +167,9 @@ void try_start(rl_run_pointer self) {
   auto metrics = actors_with_role(st.view, "metrics");
   std::vector<std::string> missing;
   if (learners.empty())
-    missing.push_back(describe_missing(self, "learner", "a learner"));
+    missing.push_back(st.checks.missing("learner", "a learner"));
   if (samplers.empty())
-    missing.push_back(describe_missing(self, "sampler", "a sampler"));
+    missing.push_back(st.checks.missing("sampler", "a sampler"));
   if (evaluators.empty())
     missing.push_back("an evaluator");
   if (metrics.empty())
@@ -263,7 +225,7 @@ void log_missing_workers(rl_run_pointer self) {
 /// node stops.
 void finish(rl_run_pointer self) {
   auto& st = self->state;
-  st.phase = "finishing";
+  st.phase = run_phase::finishing;
   auto stop_node = [self] {
     spdlog::info("the RL run is done; stopping the node");
     self->send(self->state.node, stop_atom::value);
@@ -271,17 +233,9 @@ void finish(rl_run_pointer self) {
   self->request(caf::actor_cast<status_actor>(st.learner), check_timeout, status_atom::value)
     .then(
       [self, stop_node](actor_status& status) {
-        std::string step = "0", last = "none";
-        for (auto& d : status.details) {
-          if (d.key == "step")
-            step = d.value;
-          if (d.key == "last checkpoint")
-            last = d.value;
-        }
-        auto expected = fmt::format("step-{:06d}", std::atoll(step.c_str()));
-        if (last.size() >= expected.size()
-            && last.compare(last.size() - expected.size(), expected.size(), expected) == 0) {
-          spdlog::info("the learner's newest checkpoint holds its final state: {}", last);
+        if (checkpoint_is_current(status.details)) {
+          spdlog::info("the learner's newest checkpoint holds its final state: {}",
+                       detail_of(status, "last checkpoint"));
           return stop_node();
         }
         self
@@ -307,27 +261,6 @@ void finish(rl_run_pointer self) {
 
 } // namespace
 
-std::string progress_line(const std::vector<metric_record>& m, uint64_t step, uint64_t steps,
-                          double step_seconds, double mean_step_seconds) {
-  double episodes = metric(m, "episodes"), tokens = metric(m, "tokens");
-  auto line = fmt::format(
-    "step {}{}: mean reward {:.3f} (best {:.3f}), {:.0f}% correct, {:.0f}% compiled, "
-    "{:.0f}% well-formed; {:.0f} episodes, {} for the step ({:.1f} episodes/min, {:.0f} "
-    "tokens/s)",
-    step, steps > 0 ? "/" + std::to_string(steps) : "", metric(m, "reward/mean"),
-    metric(m, "reward/max"), 100 * metric(m, "rate/correct"), 100 * metric(m, "rate/compiled"),
-    100 * metric(m, "rate/format"), episodes, human_duration(step_seconds),
-    step_seconds > 0 ? 60 * episodes / step_seconds : 0.0,
-    step_seconds > 0 ? tokens / step_seconds : 0.0);
-  double dropped = metric(m, "groups/dropped_flat", -1);
-  if (dropped > 0)
-    line += fmt::format("; {:.0f} group(s) with equal rewards not trained on", dropped);
-  if (steps > step)
-    line += "; about " + human_duration(mean_step_seconds * static_cast<double>(steps - step))
-            + " left";
-  return line;
-}
-
 rl_run_actor::behavior_type rl_run(rl_run_pointer self, actor_stats stats,
                                    std::shared_ptr<const rl_run_inputs> inputs, node_actor node,
                                    membership_actor membership) {
@@ -343,7 +276,7 @@ rl_run_actor::behavior_type rl_run(rl_run_pointer self, actor_stats stats,
   });
   self->set_down_handler([self](const caf::down_msg& msg) {
     auto& st = self->state;
-    if (st.coordinator && msg.source == st.coordinator.address() && st.phase != "finishing")
+    if (st.coordinator && msg.source == st.coordinator.address() && st.phase != run_phase::finishing)
       fail(self, make_error(errc::internal, "the coordinator stopped: "
                                               + self->system().render(msg.reason)));
   });
@@ -362,10 +295,10 @@ rl_run_actor::behavior_type rl_run(rl_run_pointer self, actor_stats stats,
     [self](status_atom) -> caf::result<actor_status> {
       auto& st = self->state;
       st.stats.count();
-      if (st.coordinator && st.phase == "running")
+      if (st.coordinator && st.phase == run_phase::running)
         return self->delegate(st.coordinator, status_atom::value);
       return st.stats.snapshot(
-        st.phase, self->mailbox().size(),
+        to_string(st.phase), self->mailbox().size(),
         {{"waiting for", st.missing.empty() ? "nothing" : st.missing},
          {"waiting", human_duration(seconds_since(st.waiting_since))},
          {"problems", std::to_string(st.in->train.size()) + " training, "
@@ -375,9 +308,9 @@ rl_run_actor::behavior_type rl_run(rl_run_pointer self, actor_stats stats,
            const std::vector<std::string>& args) -> caf::result<std::string> {
       auto& st = self->state;
       st.stats.count();
-      if (st.coordinator && st.phase == "running")
+      if (st.coordinator && st.phase == run_phase::running)
         return self->delegate(st.coordinator, control_atom::value, verb, args);
-      return make_error(errc::not_supported, st.stats.name + " is " + st.phase
+      return make_error(errc::not_supported, st.stats.name + " is " + to_string(st.phase)
                                                + (st.missing.empty() ? "" : " for " + st.missing)
                                                + "; '" + verb + "' works once the run is going");
     },
@@ -404,17 +337,17 @@ rl_run_actor::behavior_type rl_run(rl_run_pointer self, actor_stats stats,
       if (view.revision < st.view.revision)
         return; // an older answer overtaken by a notification
       st.view = std::move(view);
-      if (st.phase == "waiting")
+      if (st.phase == run_phase::waiting)
         try_start(self);
-      else if (st.phase == "running")
+      else if (st.phase == run_phase::running)
         update_board(self);
     },
     [self](tick_atom) {
       auto& st = self->state;
       self->delayed_send(self, tick_interval, tick_atom::value);
-      if (st.phase == "waiting") {
+      if (st.phase == run_phase::waiting) {
         try_start(self); // checks that answered since the last view
-        if (st.phase == "waiting"
+        if (st.phase == run_phase::waiting
             && std::chrono::steady_clock::now() - st.last_wait_log >= wait_log_interval) {
           st.last_wait_log = std::chrono::steady_clock::now();
           spdlog::info("the RL run waits for {} ({} so far)", st.missing,
@@ -422,7 +355,7 @@ rl_run_actor::behavior_type rl_run(rl_run_pointer self, actor_stats stats,
         }
         return;
       }
-      if (st.phase != "running")
+      if (st.phase != run_phase::running)
         return;
       update_board(self); // samplers that finished loading since the last view
       log_missing_workers(self);
@@ -433,7 +366,8 @@ rl_run_actor::behavior_type rl_run(rl_run_pointer self, actor_stats stats,
         .then(
           [self](actor_status& status) {
             self->state.status_pending = false;
-            if (status.state == "finished" && self->state.phase == "running")
+            if (status.state == episode::to_string(episode::coordinator_phase::finished)
+                && self->state.phase == run_phase::running)
               finish(self);
           },
           [self](caf::error&) { self->state.status_pending = false; });

@@ -26,6 +26,8 @@
 #include "actors/coordinator.hpp"
 #include "messages/type_ids.hpp"
 #include "runtime/node/rl_settings.hpp"
+#include "runtime/node/run_progress.hpp"
+#include "runtime/node/worker_checks.hpp"
 
 #include <caf/typed_event_based_actor.hpp>
 
@@ -38,21 +40,13 @@ namespace kbrl {
 struct rl_run_state {
   static inline const char* name = "rl-run";
 
-  /// A learner or sampler found in the membership, and whether it can work.
-  struct worker {
-    std::string role;
-    caf::actor handle;
-    std::string state = "unchecked"; ///< unchecked, checking, ready, failed
-    std::string error;               ///< why it failed, or "loading" while it does not answer
-  };
-
   actor_stats stats;
   std::shared_ptr<const rl_run_inputs> in;
   node_actor node;
   membership_actor membership;
-  std::string phase = "waiting";    ///< waiting, running, finishing
+  run_phase phase = run_phase::waiting;
   membership_view view;
-  std::map<std::string, worker> checked; ///< learners and samplers by name
+  worker_checks checks;             ///< learners and samplers found, and whether they can work
   std::string missing;              ///< what the run still waits for, for logs and status
   std::chrono::steady_clock::time_point waiting_since = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point last_wait_log{};
@@ -80,11 +74,5 @@ using rl_run_pointer = rl_run_actor::stateful_pointer<rl_run_state>;
 rl_run_actor::behavior_type rl_run(rl_run_pointer self, actor_stats stats,
                                    std::shared_ptr<const rl_run_inputs> inputs, node_actor node,
                                    membership_actor membership);
-
-/// The progress line of one step from its metrics ("step 2/10: mean reward 0.125, ...").
-/// `step_seconds` is how long the step took, `mean_step_seconds` the mean over this process's
-/// steps (for the time left); `steps` 0 means no end.
-std::string progress_line(const std::vector<metric_record>& step_metrics, uint64_t step,
-                          uint64_t steps, double step_seconds, double mean_step_seconds);
 
 } // namespace kbrl

@@ -9,6 +9,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "actors/evaluator_supervisor.hpp"
+#include "messages/status_details.hpp"
 #include "messages/type_ids.hpp"
 
 #include <caf/all.hpp>
@@ -177,12 +178,7 @@ struct supervisor_fixture {
     return **box;
   }
 
-  std::string detail(const std::string& key) {
-    for (auto& d : status().details)
-      if (d.key == key)
-        return d.value;
-    return "";
-  }
+  std::string detail(const std::string& key) { return detail_of(status(), key); }
 };
 
 } // namespace

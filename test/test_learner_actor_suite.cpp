@@ -4,6 +4,7 @@
 // (Suite name ends in _suite: kbrl::learner_actor is a type.)
 
 #include "actors/learner.hpp"
+#include "messages/status_details.hpp"
 #include "actors/sampler.hpp"
 #include "messages/type_ids.hpp"
 #include "model_fixture.hpp"
@@ -100,11 +101,8 @@ actor_status status_of(caf::scoped_actor& self, const Handle& h) {
   return out;
 }
 
-std::string detail_of(const actor_status& st, const std::string& key) {
-  for (auto& d : st.details)
-    if (d.key == key)
-      return d.value;
-  return "(no " + key + ")";
+std::string detail_or_none(const actor_status& st, const std::string& key) {
+  return kbrl::detail_of(st, key, "(no " + key + ")");
 }
 
 /// The next policy update sent to `self` (a subscriber), or version max on timeout.
@@ -176,16 +174,16 @@ BOOST_AUTO_TEST_CASE(trains_publishes_refuses_stale_data_and_resumes) {
 
   auto st = status_of(self, l);
   BOOST_CHECK_EQUAL(st.state, "idle");
-  BOOST_CHECK_EQUAL(detail_of(st, "policy version"), "2");
-  BOOST_CHECK_EQUAL(detail_of(st, "step"), "2");
-  BOOST_CHECK_EQUAL(detail_of(st, "batches refused"), "2");
-  BOOST_CHECK_EQUAL(detail_of(st, "batches without signal"), "1");
-  BOOST_CHECK_EQUAL(detail_of(st, "groups dropped (equal rewards)"), "1");
-  BOOST_CHECK_EQUAL(detail_of(st, "turns trained by sampling version"), "v0: 8");
-  BOOST_CHECK_EQUAL(detail_of(st, "subscribers"), "1");
+  BOOST_CHECK_EQUAL(detail_or_none(st, "policy version"), "2");
+  BOOST_CHECK_EQUAL(detail_or_none(st, "step"), "2");
+  BOOST_CHECK_EQUAL(detail_or_none(st, "batches refused"), "2");
+  BOOST_CHECK_EQUAL(detail_or_none(st, "batches without signal"), "1");
+  BOOST_CHECK_EQUAL(detail_or_none(st, "groups dropped (equal rewards)"), "1");
+  BOOST_CHECK_EQUAL(detail_or_none(st, "turns trained by sampling version"), "v0: 8");
+  BOOST_CHECK_EQUAL(detail_or_none(st, "subscribers"), "1");
   for (auto key : {"loss", "gradient norm", "learning rate", "tokens per second",
                    "memory: resident", "memory: trainer state"})
-    BOOST_CHECK_MESSAGE(detail_of(st, key).rfind("(no ", 0) != 0, "status lacks " << key);
+    BOOST_CHECK_MESSAGE(detail_or_none(st, key).rfind("(no ", 0) != 0, "status lacks " << key);
   BOOST_CHECK(st.commands == std::vector<std::string>{"checkpoint"});
 
   std::string answer;
@@ -204,9 +202,9 @@ BOOST_AUTO_TEST_CASE(trains_publishes_refuses_stale_data_and_resumes) {
   // A new learner on the same run directory resumes at version 2 and trains on from there.
   auto again = spawn(settings());
   auto resumed = status_of(self, again);
-  BOOST_CHECK_EQUAL(detail_of(resumed, "policy version"), "2");
-  BOOST_CHECK_MESSAGE(detail_of(resumed, "resumed from").find("step-000002") != std::string::npos,
-                      detail_of(resumed, "resumed from"));
+  BOOST_CHECK_EQUAL(detail_or_none(resumed, "policy version"), "2");
+  BOOST_CHECK_MESSAGE(detail_or_none(resumed, "resumed from").find("step-000002") != std::string::npos,
+                      detail_or_none(resumed, "resumed from"));
   auto v3 = train_on(self, again, batch_of(6, 2, {0, 0, 1}));
   BOOST_REQUIRE_MESSAGE(v3, test::why(v3));
   BOOST_CHECK_EQUAL(v3->version, 3u);
@@ -220,8 +218,8 @@ BOOST_AUTO_TEST_CASE(a_learner_without_a_model_says_why) {
   caf::scoped_actor self{*sys};
   auto st = status_of(self, l);
   BOOST_CHECK_EQUAL(st.state, "failed");
-  BOOST_CHECK_MESSAGE(detail_of(st, "error").find("learner.model") != std::string::npos,
-                      detail_of(st, "error"));
+  BOOST_CHECK_MESSAGE(detail_or_none(st, "error").find("learner.model") != std::string::npos,
+                      detail_or_none(st, "error"));
   auto refused = train_on(self, l, batch_of(1, 0, {0, 1}));
   BOOST_REQUIRE(!refused);
   BOOST_CHECK_EQUAL(refused.error().code(), static_cast<uint8_t>(errc::not_supported));
@@ -255,7 +253,7 @@ BOOST_AUTO_TEST_CASE(a_subscribed_builtin_sampler_samples_from_the_new_version) 
       BOOST_FAIL("generation failed: " << describe(e));
     });
   BOOST_CHECK_EQUAL(res.policy_version, 1u);
-  BOOST_CHECK_EQUAL(detail_of(status_of(self, sampler_handle), "policy version"), "1");
+  BOOST_CHECK_EQUAL(detail_or_none(status_of(self, sampler_handle), "policy version"), "1");
   self->send_exit(l, caf::exit_reason::user_shutdown);
   self->send_exit(sampler_handle, caf::exit_reason::user_shutdown);
 }

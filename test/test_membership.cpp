@@ -3,6 +3,7 @@
 // CAF's test coordinator with a fake wall clock: no sleeps, no sockets.
 
 #include "test_support.hpp"
+#include "messages/status_details.hpp"
 
 #include <boost/test/unit_test.hpp>
 
@@ -412,10 +413,7 @@ struct membership_fixture {
 };
 
 std::string detail(const actor_status& st, const std::string& key) {
-  for (auto& d : st.details)
-    if (d.key == key)
-      return d.value;
-  return "<missing " + key + ">";
+  return detail_of(st, key, "<missing " + key + ">");
 }
 
 } // namespace

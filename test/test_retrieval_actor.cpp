@@ -3,6 +3,7 @@
 // answers every request with the reason.
 
 #include "actors/retriever.hpp"
+#include "messages/status_details.hpp"
 #include "messages/type_ids.hpp"
 #include "runtime/retrieval/index_store.hpp"
 #include "runtime/shell/shell_session.hpp"
@@ -76,10 +77,7 @@ actor_status status_of(caf::scoped_actor& self, const retriever_actor& r) {
 }
 
 std::string detail(const actor_status& st, const std::string& key) {
-  for (auto& d : st.details)
-    if (d.key == key)
-      return d.value;
-  return "(no " + key + ")";
+  return detail_of(st, key, "(no " + key + ")");
 }
 
 caf::expected<std::string> control(caf::scoped_actor& self, const retriever_actor& r,

@@ -4,6 +4,7 @@
 // offset 50 when the request names a LoRA adapter.
 
 #include "actors/sampler.hpp"
+#include "messages/status_details.hpp"
 #include "messages/type_ids.hpp"
 #include "cluster_fixture.hpp"
 #include "model_fixture.hpp"
@@ -129,10 +130,7 @@ caf::expected<generation_result> generate(caf::scoped_actor& self, const sampler
 }
 
 std::string status_detail_of(const actor_status& st, const std::string& key) {
-  for (auto& d : st.details)
-    if (d.key == key)
-      return d.value;
-  return "(no " + key + ")";
+  return detail_of(st, key, "(no " + key + ")");
 }
 
 actor_status status_of(caf::scoped_actor& self, const sampler_actor& s) {

@@ -9,6 +9,7 @@
 // KernelBench-protocol baseline's.
 
 #include "actors/evaluator_supervisor.hpp"
+#include "messages/status_details.hpp"
 #include "messages/type_ids.hpp"
 #include "runtime/eval/problems.hpp"
 #include "runtime/io/file_io.hpp"
@@ -261,12 +262,8 @@ int main(int argc, char** argv) {
     self->request(sup, std::chrono::seconds(10), kbrl::status_atom::value)
       .receive(
         [&](kbrl::actor_status& st) {
-          for (auto& d : st.details) {
-            if (d.key == "builds")
-              builds = d.value;
-            if (d.key == "builds reused (duplicates)")
-              reused = d.value;
-          }
+          builds = kbrl::detail_of(st, "builds", builds);
+          reused = kbrl::detail_of(st, "builds reused (duplicates)", reused);
         },
         [&](caf::error&) {});
   }

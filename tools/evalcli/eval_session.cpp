@@ -1,4 +1,5 @@
 #include "tools/evalcli/eval_session.hpp"
+#include "messages/status_details.hpp"
 
 #include "actors/actor_stats.hpp"
 #include "actors/sampler.hpp"
@@ -40,10 +41,7 @@ caf::error check_sampler(caf::actor_system& sys, const sampler_actor& sampler, b
           return;
         }
         if (adapter) {
-          std::string version;
-          for (auto& d : st.details)
-            if (d.key == "policy version")
-              version = d.value;
+          auto version = detail_of(st, "policy version");
           if (version != "1")
             out = make_error(errc::invalid_argument,
                              "the adapter was not applied: "

@@ -191,25 +191,29 @@ BOOST_AUTO_TEST_CASE(isolation_blocks_network_writes_and_fork_storms) {
   BOOST_CHECK(!w->alive());
 }
 
-/// A unix-socket listener at `path` on the host; closed with the object.
+/// A unix socket of the host at `path` (a stream listener, or a datagram sink); closed with the
+/// object.
 struct unix_listener {
   int fd = -1;
-  explicit unix_listener(const std::string& path) {
-    fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  explicit unix_listener(const std::string& path, int type = SOCK_STREAM) {
+    fd = ::socket(AF_UNIX, type, 0);
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
     BOOST_REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-    BOOST_REQUIRE(::listen(fd, 4) == 0);
+    if (type == SOCK_STREAM)
+      BOOST_REQUIRE(::listen(fd, 4) == 0);
   }
   ~unix_listener() { ::close(fd); }
 };
 
 BOOST_AUTO_TEST_CASE(host_unix_sockets_are_out_of_reach_in_every_mode) {
-  // A socket in the test's temp folder (under bwrap: visible, read-only; connecting to a socket
-  // needs no write access): the seccomp filter refuses the socket itself.
+  // Sockets in the test's temp folder (under bwrap: visible, read-only; connecting to a socket
+  // needs no write access): the seccomp filter refuses connect() and unix datagram sockets.
   auto path = dir / "host.sock";
   unix_listener host{path};
+  auto dgram_path = dir / "host-dgram.sock";
+  unix_listener dgram_host{dgram_path, SOCK_DGRAM};
   for (auto mode : {isolation_mode::none, resolve_isolation(isolation_mode::automatic)}) {
     opts.isolation = mode;
     start();
@@ -217,6 +221,10 @@ BOOST_AUTO_TEST_CASE(host_unix_sockets_are_out_of_reach_in_every_mode) {
     bool reached = true;
     BOOST_REQUIRE(!got["reached"].get(reached));
     BOOST_CHECK_MESSAGE(!reached, "isolation " << to_string(mode));
+    auto dgram = parse(call(R"({"op":"unix_dgram","id":4,"path":")" + dgram_path + "\"}"));
+    bool sent = true;
+    BOOST_REQUIRE(!dgram["reached"].get(sent));
+    BOOST_CHECK_MESSAGE(!sent, "datagram under isolation " << to_string(mode));
     auto pair = parse(call(R"({"op":"socketpair","id":3})"));
     bool works = false;
     BOOST_REQUIRE(!pair["works"].get(works));

@@ -23,11 +23,19 @@ caf::expected<std::vector<sock_filter>> unix_socket_filter() {
     return make_error(errc::io_failure, "libseccomp: cannot create a filter");
   // no_new_privs is set by install_socket_filter itself, in the child
   seccomp_attr_set(ctx.get(), SCMP_FLTATR_CTL_NNP, 0);
-  if (int rc = seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socket), 1,
-                                SCMP_A0(SCMP_CMP_EQ, AF_UNIX));
+  // Unix datagram sockets reach a path with every send: refused at creation.
+  if (int rc = seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socket), 2,
+                                SCMP_A0(SCMP_CMP_EQ, AF_UNIX),
+                                SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, SOCK_DGRAM));
+      rc != 0)
+    return make_error(errc::io_failure, std::string("libseccomp: cannot add the unix-datagram rule: ")
+                                          + std::strerror(-rc));
+  // Stream sockets may be made (CUDA's initialisation makes one and fails without it) but
+  // connect to nothing: not a host unix socket, and under isolation none not the network either.
+  if (int rc = seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(ECONNREFUSED), SCMP_SYS(connect), 0);
       rc != 0)
     return make_error(errc::io_failure,
-                      std::string("libseccomp: cannot add the unix-socket rule: ") + std::strerror(-rc));
+                      std::string("libseccomp: cannot add the connect rule: ") + std::strerror(-rc));
   int fd = ::memfd_create("kbrl-seccomp", MFD_CLOEXEC);
   if (fd < 0)
     return make_error(errc::io_failure, std::string("memfd_create: ") + std::strerror(errno));

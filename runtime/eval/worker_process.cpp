@@ -95,8 +95,8 @@ std::vector<std::string> isolation_prefix(isolation_mode mode, const worker_opti
       // No private /tmp: the host's is read-only in here like the rest of /, and kbrl itself (the
       // worker script, a checkout under /tmp) may live there. TMPDIR and HOME point at scratch.
       // /dev/shm is the sandbox's own (the host's is a writable tmpfs shared by every user), and
-      // so is /run (the host's daemons' sockets); unix sockets anywhere else are refused by the
-      // seccomp filter (socket_filter.hpp).
+      // so is /run (the host's daemons' sockets); connecting to a unix socket anywhere else is
+      // refused by the seccomp filter (socket_filter.hpp).
     case isolation_mode::unshare:
       return {"unshare", "--net"};
     default:
@@ -166,7 +166,8 @@ pid_t fork_without_handlers() {
       ::_exit(126);
   }
   if (!install_socket_filter(filter)) {
-    const char msg[] = "kbrl: cannot install the worker's seccomp filter (no unix sockets)\n";
+    const char msg[] =
+      "kbrl: cannot install the worker's seccomp filter (no connect, no unix datagrams)\n";
     (void)!::write(2, msg, sizeof msg - 1);
     ::_exit(125);
   }

@@ -13,8 +13,8 @@
 //   unshare  no network only (root only; `unshare -n`)
 //   none     no namespaces (logged as a warning by the caller)
 // In every mode: its own session (the whole group is killed on timeout), limits on processes,
-// file size and core dumps, no unix sockets (a seccomp filter: socket_filter.hpp), and - when
-// kbrl runs as root - the unprivileged user `nobody`.
+// file size and core dumps, no connect(2) and no unix datagram sockets (a seccomp filter:
+// socket_filter.hpp), and - when kbrl runs as root - the unprivileged user `nobody`.
 
 #include <caf/expected.hpp>
 

@@ -74,6 +74,14 @@ for line in requests:
             answer(req, ok=True, reached=True)
         except OSError as e:
             answer(req, ok=True, reached=False, error=str(e))
+    elif op == "unix_dgram":
+        try:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            s.sendto(b"x", req["path"])
+            s.close()
+            answer(req, ok=True, reached=True)
+        except OSError as e:
+            answer(req, ok=True, reached=False, error=str(e))
     elif op == "socketpair":  # what the real worker's channels use: must keep working
         a, b = socket.socketpair()
         a.sendall(b"x")

@@ -1,7 +1,11 @@
 #include "runtime/retrieval/python_lexer.hpp"
 
+#include "runtime/eval/static_checks.hpp"
+
+#include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <map>
 
 namespace kbrl::retrieval {
 
@@ -13,40 +17,6 @@ bool is_name_start(unsigned char c) {
 
 bool is_name_char(unsigned char c) {
   return is_name_start(c) || std::isdigit(c);
-}
-
-/// Length of a string prefix (r, b, f, u, rb, br, fr, rf in any case) at `i` that a quote
-/// follows, or 0.
-size_t string_prefix(std::string_view s, size_t i) {
-  size_t n = 0;
-  while (n < 2 && i + n < s.size() && std::strchr("rRbBfFuU", s[i + n]) != nullptr)
-    ++n;
-  if (n > 0 && i + n < s.size() && (s[i + n] == '\'' || s[i + n] == '"'))
-    return n;
-  return 0;
-}
-
-/// End of the string literal whose opening quote is at `q`.
-size_t string_end(std::string_view s, size_t q) {
-  const char quote = s[q];
-  const bool triple = q + 2 < s.size() && s[q + 1] == quote && s[q + 2] == quote;
-  size_t i = q + (triple ? 3 : 1);
-  while (i < s.size()) {
-    if (s[i] == '\\') {
-      i += 2;
-      continue;
-    }
-    if (triple) {
-      if (s[i] == quote && i + 2 < s.size() && s[i + 1] == quote && s[i + 2] == quote)
-        return i + 3;
-    } else if (s[i] == quote) {
-      return i + 1;
-    } else if (s[i] == '\n') {
-      return i; // unterminated single-quoted string: stops at the line end
-    }
-    ++i;
-  }
-  return s.size();
 }
 
 /// Operators, longest first within each length.
@@ -68,6 +38,18 @@ size_t op_length(std::string_view s, size_t i) {
 } // namespace
 
 std::vector<py_token> lex_python(std::string_view s) {
+  // String literals (prefixes, escapes, f-string fields, docstrings) are found by the static
+  // checks' lexer, the one that reads Python as CPython does; this adds names, numbers,
+  // operators, comments and line ends around them. Literals nested in f-string fields lie
+  // inside their outer literal and are skipped with it.
+  std::map<size_t, const eval::string_literal*> literal_at;
+  const auto lexed = eval::lex_python(s);
+  size_t covered = 0;
+  for (auto& lit : lexed.strings)
+    if (lit.begin >= covered) {
+      literal_at[lit.begin] = &lit;
+      covered = lit.end;
+    }
   std::vector<py_token> out;
   int depth = 0;            // open brackets: line ends inside them do not end a line
   bool line_start = true;   // nothing but whitespace and comments since the last line end
@@ -103,12 +85,11 @@ std::vector<py_token> lex_python(std::string_view s) {
       i = end;
       continue;
     }
-    const bool starts_line = line_start && depth == 0;
     line_start = false;
-    if (size_t p = string_prefix(s, i); p > 0 || c == '\'' || c == '"') {
-      const size_t end = string_end(s, i + p);
+    if (auto lit = literal_at.find(i); lit != literal_at.end()) {
+      const size_t end = std::max(lit->second->end, i + 1);
       push(py_token_kind::string, i, end);
-      out.back().statement_string = starts_line;
+      out.back().statement_string = lit->second->is_statement;
       i = end;
       continue;
     }
@@ -143,15 +124,6 @@ std::vector<py_token> lex_python(std::string_view s) {
       --depth;
     push(py_token_kind::op, i, i + n);
     i += n;
-  }
-  // A string literal is a statement by itself only if it also ends its line: `"a" + b` is not.
-  for (size_t k = 0; k < out.size(); ++k) {
-    if (out[k].kind != py_token_kind::string || !out[k].statement_string)
-      continue;
-    size_t next = k + 1;
-    while (next < out.size() && out[next].kind == py_token_kind::comment)
-      ++next;
-    out[k].statement_string = next == out.size() || out[next].kind == py_token_kind::newline;
   }
   if (!out.empty() && out.back().kind != py_token_kind::newline && !line_start)
     out.push_back({py_token_kind::newline, s.substr(s.size()), false});

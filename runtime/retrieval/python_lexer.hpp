@@ -1,8 +1,9 @@
 #pragma once
 // A forgiving tokenizer for Python source, enough to read PyTorch reference programs as code
 // rather than as text: names, numbers, string literals, comments, operators and line ends.
-// It never fails: an unterminated string runs to the end of the text, an unknown byte becomes a
-// one-character operator. Used by the code-aware embedding (code_features.hpp) and by the
+// It never fails: an unknown byte becomes a one-character operator. String literals are the
+// static checks' (eval::lex_python, runtime/eval/static_checks.hpp): one reading of Python's
+// strings, docstrings and f-strings for the checks and for retrieval. Used by the code-aware embedding (code_features.hpp) and by the
 // leakage key, which must ignore comments and docstrings (source_keys.hpp).
 
 #include <string_view>

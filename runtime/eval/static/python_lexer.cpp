@@ -1,9 +1,7 @@
-// The Python lexer of the static checks (lex_python, declared in static_checks.hpp): comments
-// and string literals, the way CPython's tokenizer sees them.
-//
-// Not merged (yet) with runtime/retrieval/python_lexer.hpp, a second Python lexer that yields
-// tokens for the retrieval index: this one keeps offsets and decodes literal values, which the
-// rules need; sharing one lexer is a later change.
+// The Python lexer (lex_python, declared in static_checks.hpp): comments and string literals,
+// the way CPython's tokenizer sees them, with offsets and decoded values. The static checks
+// use it, and so does retrieval's token stream (runtime/retrieval/python_lexer.hpp), which adds
+// names, numbers and operators around the literals found here.
 
 #include "runtime/eval/static/source_text.hpp"
 #include "runtime/eval/static_checks.hpp"

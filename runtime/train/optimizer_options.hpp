@@ -11,7 +11,7 @@ namespace kbrl::train {
 
 /// Hyper-parameters of AdamW (PyTorch's defaults apart from the learning rate).
 struct adamw_options {
-  double lr = 1e-5;           ///< base learning rate, > 0
+  double lr = 2e-5;           ///< base learning rate, > 0 (learner.lr's default)
   double beta1 = 0.9;         ///< in [0, 1)
   double beta2 = 0.999;       ///< in [0, 1)
   double eps = 1e-8;          ///< > 0

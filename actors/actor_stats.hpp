@@ -22,14 +22,33 @@ struct actor_stats {
 
   void count() { ++handled; }
 
-  /// The status answer, with the actor's current state word, mailbox size and role details.
+  /// The status answer, with the actor's current state word, mailbox size and role details;
+  /// its health is ok.
   actor_status snapshot(std::string state, size_t mailbox_size,
                         std::vector<status_detail> details = {},
                         std::vector<std::string> commands = {}) const {
-    return actor_status{name,          role,       node,
-                        std::move(state), mailbox_size, handled,
-                        restarts,      last_error, since_unix_ms,
-                        std::move(details), std::move(commands)};
+    return snapshot(actor_health::ok, std::move(state), mailbox_size, std::move(details),
+                    std::move(commands));
+  }
+
+  /// The same with its health (messages/data.hpp says what each means).
+  actor_status snapshot(actor_health health, std::string state, size_t mailbox_size,
+                        std::vector<status_detail> details = {},
+                        std::vector<std::string> commands = {}) const {
+    actor_status s;
+    s.name = name;
+    s.role = role;
+    s.node = node;
+    s.state = std::move(state);
+    s.health = health;
+    s.mailbox_size = mailbox_size;
+    s.messages_handled = handled;
+    s.restarts = restarts;
+    s.last_error = last_error;
+    s.since_unix_ms = since_unix_ms;
+    s.details = std::move(details);
+    s.commands = std::move(commands);
+    return s;
   }
 };
 

@@ -20,7 +20,9 @@ builder_actor::behavior_type builder(builder_pointer self, actor_stats stats,
     [self](status_atom) -> actor_status {
       auto& st = self->state;
       st.stats.count();
-      return st.stats.snapshot(st.engine->needs_restart() ? "failed" : "ready",
+      const bool failed = st.engine->needs_restart();
+      return st.stats.snapshot(failed ? actor_health::failed : actor_health::ok,
+                               failed ? "failed" : "ready",
                                self->mailbox().size(),
                                {{"builds", std::to_string(st.builds)},
                                 {"worker pid", std::to_string(st.engine->worker_pid())}});

@@ -278,7 +278,11 @@ void begin(coordinator_pointer self, const std::optional<policy_update>& learner
 
 actor_status status_of(coordinator_pointer self) {
   auto& st = self->state;
-  return st.stats.snapshot(to_string(st.pipeline->phase()), self->mailbox().size(),
+  auto phase = st.pipeline->phase();
+  auto health = phase == episode::coordinator_phase::failed     ? actor_health::failed
+                : phase == episode::coordinator_phase::starting ? actor_health::starting
+                                                                : actor_health::ok;
+  return st.stats.snapshot(health, to_string(phase), self->mailbox().size(),
                            episode::coordinator_status_details(*st.pipeline,
                                                                st.timelines->recent()),
                            {"pause", "resume", "timeline", "trajectory"});

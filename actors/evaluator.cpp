@@ -26,6 +26,7 @@ evaluator_actor::behavior_type evaluator(evaluator_pointer self, actor_stats sta
       st.stats.count();
       auto& e = *st.engine;
       return st.stats.snapshot(
+        e.needs_restart() ? actor_health::failed : actor_health::ok,
         e.needs_restart() ? "failed" : "ready", self->mailbox().size(),
         {{"device", e.device() + (st.gpu >= 0 ? " (gpu " + std::to_string(st.gpu) + ")" : "")},
          {"worker pid", std::to_string(e.worker_pid())},

@@ -254,7 +254,7 @@ void worker_down(self_ptr self, const caf::down_msg& msg) {
 actor_status supervisor_status(self_ptr self) {
   auto& st = self->state;
   return st.stats.snapshot(
-    st.slots.health(), self->mailbox().size(),
+    st.slots.health_code(), st.slots.health(), self->mailbox().size(),
     {{"queue", std::to_string(st.queue.size()) + " / "
                  + std::to_string(st.settings.queue_capacity)},
      {"evaluators", std::to_string(st.slots.all().size())},

@@ -126,7 +126,8 @@ learner_actor::behavior_type learner(learner_pointer self, actor_stats stats,
     [self](status_atom) -> actor_status {
       auto& st = self->state;
       st.stats.count();
-      return st.stats.snapshot(st.core ? "idle" : "failed", self->mailbox().size(),
+      return st.stats.snapshot(st.core ? actor_health::ok : actor_health::failed,
+                               st.core ? "idle" : "failed", self->mailbox().size(),
                                learner_details(st), {"checkpoint"});
     },
     [self](control_atom, const std::string& verb,

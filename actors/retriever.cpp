@@ -70,7 +70,8 @@ retriever_actor::behavior_type retriever(retriever_pointer self, actor_stats sta
     [self](status_atom) -> actor_status {
       auto& st = self->state;
       st.stats.count();
-      return st.stats.snapshot(st.retriever ? "ready" : "failed", self->mailbox().size(),
+      return st.stats.snapshot(st.retriever ? actor_health::ok : actor_health::failed,
+                               st.retriever ? "ready" : "failed", self->mailbox().size(),
                                retriever_details(st), {"reload"});
     },
     [self](control_atom, const std::string& verb,

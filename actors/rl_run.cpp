@@ -48,7 +48,7 @@ void check_worker(rl_run_pointer self, const std::string& name, const caf::actor
   self->request(caf::actor_cast<status_actor>(handle), check_timeout, status_atom::value)
     .then(
       [self, name](actor_status& status) {
-        auto* w = self->state.checks.answered(name, status.state, status.last_error);
+        auto* w = self->state.checks.answered(name, status.health, status.last_error);
         if (w == nullptr || w->state != worker_check::failed)
           return;
         if (w->role == "learner")

@@ -39,6 +39,7 @@ std::string fixed(double x, int digits) {
 std::vector<status_detail> sampler_details(sampler_state& st) {
   std::vector<status_detail> d;
   d.push_back({"backend", st.settings.backend});
+  d.push_back({"device", st.settings.gpu < 0 ? "cpu" : "cuda:" + std::to_string(st.settings.gpu)});
   if (!st.backend) {
     d.push_back({"error", st.backend_error});
     return d;
@@ -136,7 +137,8 @@ sampler_actor::behavior_type sampler(sampler_pointer self, actor_stats stats,
       std::string state = !st.backend        ? "failed"
                           : st.held.empty() ? "idle"
                                             : "generating";
-      return st.stats.snapshot(state, self->mailbox().size(), sampler_details(st));
+      return st.stats.snapshot(st.backend ? actor_health::ok : actor_health::failed, state,
+                               self->mailbox().size(), sampler_details(st));
     },
     [self](control_atom, const std::string& verb,
            const std::vector<std::string>&) -> caf::result<std::string> {

@@ -35,6 +35,16 @@ const char* to_string(finish_reason x) {
   return "unknown";
 }
 
+const char* to_string(actor_health x) {
+  switch (x) {
+    case actor_health::ok: return "ok";
+    case actor_health::starting: return "starting";
+    case actor_health::degraded: return "degraded";
+    case actor_health::failed: return "failed";
+  }
+  return "unknown";
+}
+
 const char* to_string(eval_error x) {
   switch (x) {
     case eval_error::none: return "none";

@@ -399,11 +399,21 @@ typename Inspector::result_type inspect(Inspector& f, status_detail& x) {
 }
 
 /// What every kbrl actor answers to a status request.
+/// What an actor's state means for those who depend on it, read by programs (the state word is
+/// for people): ok (working or ready), starting (loading, joining, restarting: ask again
+/// later), degraded (working with less: some evaluators down), failed (cannot do its work:
+/// last_error says why).
+enum class actor_health : uint8_t { ok, starting, degraded, failed };
+
+/// "ok", "starting", "degraded", "failed".
+const char* to_string(actor_health x);
+
 struct actor_status {
   std::string name;                ///< globally unique: "<node>/<role>[.<index>]"
   std::string role;
   std::string node;
   std::string state;               ///< a word or short phrase: "idle", "running", "degraded"
+  actor_health health = actor_health::ok;
   uint64_t mailbox_size = 0;
   uint64_t messages_handled = 0;
   uint64_t restarts = 0;
@@ -415,8 +425,9 @@ struct actor_status {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, actor_status& x) {
-  return f(caf::meta::type_name("actor_status"), x.name, x.role, x.node, x.state, x.mailbox_size,
-           x.messages_handled, x.restarts, x.last_error, x.since_unix_ms, x.details, x.commands);
+  return f(caf::meta::type_name("actor_status"), x.name, x.role, x.node, x.state, x.health,
+           x.mailbox_size, x.messages_handled, x.restarts, x.last_error, x.since_unix_ms,
+           x.details, x.commands);
 }
 
 /// An actor a node hosts, as published to the cluster.

@@ -39,6 +39,8 @@ using pause_atom = caf::atom_constant<caf::atom("pause")>;
 using resume_atom = caf::atom_constant<caf::atom("resume")>;
 using start_atom = caf::atom_constant<caf::atom("start")>;
 using build_atom = caf::atom_constant<caf::atom("build")>;
+/// kbrl-eval's scheduler (tools/evalcli) tells the session it has every verdict.
+using done_atom = caf::atom_constant<caf::atom("done")>;
 
 // -- shared handler shapes -----------------------------------------------------------------------
 
@@ -51,15 +53,14 @@ using control_handler =
   caf::replies_to<control_atom, std::string, std::vector<std::string>>::with<std::string>;
 
 /// The least every actor understands: status and control. Role actors without work of their
-/// own yet are spawned with just this interface.
+/// own yet are spawned with just this interface; every role's interface extends it.
 using status_actor = caf::typed_actor<status_handler, control_handler>;
 
 // -- membership (coordinator node) ---------------------------------------------------------------
 
 /// Keeps the live list of nodes and their actors; monitors every node actor and expects a
 /// heartbeat from each. The hub through which shells and other nodes reach any actor by name.
-using membership_actor = caf::typed_actor<
-  status_handler, control_handler,
+using membership_actor = status_actor::extend<
   /// Registers (or re-registers after a restart) the node described by node_info, whose node
   /// actor is the handle; answers the view after the change. A rejoin bumps the incarnation.
   caf::replies_to<register_atom, node_info, caf::actor>::with<membership_view>,
@@ -86,8 +87,7 @@ using membership_actor = caf::typed_actor<
 
 /// One per process: owns the role actors, joins the coordinator, answers for its actors.
 /// Published on the node's port from the manifest; kbrl-shell and other nodes talk to it.
-using node_actor = caf::typed_actor<
-  status_handler, control_handler,
+using node_actor = status_actor::extend<
   /// This node's description and every local actor's status.
   caf::replies_to<status_atom, node_atom>::with<node_status>,
   /// Status of any actor by full name: answered here for local actors, relayed through the
@@ -116,8 +116,7 @@ using node_actor = caf::typed_actor<
 // -- roles of the RL loop -------------------------------------------------------------------------
 
 /// One GPU (or one remote inference endpoint) drawing completions.
-using sampler_actor = caf::typed_actor<
-  status_handler, control_handler,
+using sampler_actor = status_actor::extend<
   /// Draws one completion; fails with errc::busy when its queue is full.
   caf::replies_to<generate_atom, generation_request>::with<generation_result>,
   /// (Internal) the sampler's backend finished the request it knows by this key.
@@ -126,21 +125,18 @@ using sampler_actor = caf::typed_actor<
   caf::reacts_to<policy_atom, policy_update>>;
 
 /// One GPU evaluating candidates in its isolated worker process.
-using evaluator_actor = caf::typed_actor<
-  status_handler, control_handler,
+using evaluator_actor = status_actor::extend<
   /// Compiles, checks and times a candidate; always answers a verdict (a crash is a verdict).
   caf::replies_to<evaluate_atom, eval_request>::with<eval_result>>;
 
 /// Builds candidates' extensions on the CPU ahead of their evaluation (no GPU touched).
-using builder_actor = caf::typed_actor<
-  status_handler, control_handler,
+using builder_actor = status_actor::extend<
   /// Static checks, then the build; answers a verdict whose `compiled` says whether it built
   /// (error static_check or compile, with the excerpt, when it did not).
   caf::replies_to<build_atom, eval_request>::with<eval_result>>;
 
 /// Owns one evaluator per GPU of its node, restarts them within a budget, spreads requests.
-using evaluator_supervisor_actor = caf::typed_actor<
-  status_handler, control_handler,
+using evaluator_supervisor_actor = status_actor::extend<
   /// As evaluator_actor; fails with errc::busy when the bounded queue is full.
   caf::replies_to<evaluate_atom, eval_request>::with<eval_result>,
   /// The status of each evaluator it owns (restarts, last errors).
@@ -155,8 +151,7 @@ using evaluator_supervisor_actor = caf::typed_actor<
   caf::reacts_to<start_atom, std::string>>;
 
 /// Trains the policy from scored trajectories and publishes new versions.
-using learner_actor = caf::typed_actor<
-  status_handler, control_handler,
+using learner_actor = status_actor::extend<
   /// Trains one step on the batch; answers the policy version it produced (the current one
   /// again when every group of the batch was dropped for lack of signal) and sends it to every
   /// subscriber. Fails with errc::invalid_argument for data older than the allowed staleness or
@@ -170,8 +165,7 @@ using learner_actor = caf::typed_actor<
   caf::reacts_to<subscribe_atom, caf::actor>>;
 
 /// Runs the training loop: hands out problems, collects trajectories, drives the learner.
-using coordinator_actor = caf::typed_actor<
-  status_handler, control_handler,
+using coordinator_actor = status_actor::extend<
   /// A finished episode.
   caf::reacts_to<trajectory_atom, trajectory>,
   /// The learner published a new version.
@@ -180,30 +174,26 @@ using coordinator_actor = caf::typed_actor<
   caf::reacts_to<pause_atom>, caf::reacts_to<resume_atom>>;
 
 /// One trajectory on one problem, single- or multi-turn.
-using episode_actor = caf::typed_actor<
-  status_handler, control_handler,
+using episode_actor = status_actor::extend<
   /// Starts the episode; the trajectory goes to the coordinator when it ends.
   caf::reacts_to<start_atom, problem, uint64_t /*group id*/>,
   /// Sent to itself: a sampler or evaluator answered busy, and the back-off has passed.
   caf::reacts_to<tick_atom>>;
 
 /// Finds example kernels for a problem (RA-ICL).
-using retriever_actor = caf::typed_actor<
-  status_handler, control_handler,
+using retriever_actor = status_actor::extend<
   /// The k nearest examples of the problem's backend, never the problem itself.
   caf::replies_to<retrieve_atom, problem, int32_t>::with<std::vector<retrieved_example>>>;
 
 /// Writes metric records to metrics.jsonl and TensorBoard event files.
-using metrics_actor = caf::typed_actor<
-  status_handler, control_handler,
+using metrics_actor = status_actor::extend<
   /// Appends the records.
   caf::reacts_to<metrics_atom, std::vector<metric_record>>>;
 
 /// An RL run on the coordinator node, registered as "<node>/coordinator": waits until the
 /// cluster has what a run needs, runs the coordinator, and stops the node when the run is done.
 /// Once the coordinator runs, status and control verbs are the coordinator's.
-using rl_run_actor = caf::typed_actor<
-  status_handler, control_handler,
+using rl_run_actor = status_actor::extend<
   /// The coordinator's metrics pass through here (progress line) to the metrics sink.
   caf::reacts_to<metrics_atom, std::vector<metric_record>>,
   /// The membership's view after each change (subscribed).

@@ -1,6 +1,6 @@
 #pragma once
 // The one CAF type-ID block: every type that crosses actors or nodes is listed here, and
-// registered once through kbrl::register_message_types (messages/registration.hpp).
+// registered once through kbrl::register_message_types (messages/type_ids.cpp).
 // Adding a message type? Add it here AND to test/test_messages.cpp's round-trip list.
 
 #include "messages/data.hpp"

@@ -207,9 +207,11 @@ BOOST_AUTO_TEST_CASE(episode_policy_metric_round_trip) {
 }
 
 BOOST_AUTO_TEST_CASE(node_and_status_round_trip) {
-  kbrl::actor_status st{"gpu1/evaluator.0", "evaluator", "gpu1", "running", 3, 120, 2,
-                        "worker died: SIGSEGV", 1700000000000, {{"queue", "3"}}, {"restart"}};
+  kbrl::actor_status st{"gpu1/evaluator.0", "evaluator", "gpu1", "restarting",
+                        kbrl::actor_health::starting, 3, 120, 2, "worker died: SIGSEGV",
+                        1700000000000, {{"queue", "3"}}, {"restart"}};
   check(st);
+  BOOST_CHECK(round_trip(st).health == kbrl::actor_health::starting);
   check(kbrl::status_detail{"k", "v"});
   check(std::vector<kbrl::actor_status>{st});
   auto info = sample_node_info(*sys);

@@ -42,19 +42,19 @@ BOOST_FIXTURE_TEST_CASE(a_worker_is_asked_once_and_ready_when_it_answers, handle
   BOOST_CHECK_EQUAL(c.missing("sampler", "a sampler"),
                     "a sampler (n/sampler.0 is loading its model)");
   BOOST_CHECK(c.seen("n/sampler.0", "sampler", a)); // asked again
-  auto* w = c.answered("n/sampler.0", "idle", "");
+  auto* w = c.answered("n/sampler.0", actor_health::ok, "");
   BOOST_REQUIRE(w);
   BOOST_CHECK(w->state == worker_check::ready);
   BOOST_CHECK(c.ready("n/sampler.0"));
   BOOST_CHECK_EQUAL(c.missing("sampler", "a sampler"), "a sampler");
-  BOOST_CHECK(!c.answered("n/sampler.9", "idle", "")); // unknown
+  BOOST_CHECK(!c.answered("n/sampler.9", actor_health::ok, "")); // unknown
 }
 
 BOOST_FIXTURE_TEST_CASE(a_failed_worker_says_why_and_a_new_incarnation_is_checked_again,
                         handles) {
   worker_checks c;
   c.seen("n/learner", "learner", a);
-  auto* w = c.answered("n/learner", "failed", "no model.safetensors in /m");
+  auto* w = c.answered("n/learner", actor_health::failed, "no model.safetensors in /m");
   BOOST_REQUIRE(w);
   BOOST_CHECK(w->state == worker_check::failed);
   BOOST_CHECK_EQUAL(c.missing("learner", "a learner"),

@@ -60,7 +60,7 @@ std::map<std::string, bool> baseline_verdicts(const std::string& path) {
   return out;
 }
 
-using done_atom = caf::atom_constant<caf::atom("done")>;
+using kbrl::done_atom;
 
 /// What the collector fills in; read by main only after the collector said it is done.
 struct collected {

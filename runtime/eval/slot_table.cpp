@@ -11,6 +11,9 @@ actor_status status_of(const slot_record& slot, const std::string& node) {
   st.node = node;
   st.state = slot.state == slot_state::running ? (slot.busy ? "evaluating" : "idle")
                                               : to_string(slot.state);
+  st.health = slot.state == slot_state::running    ? actor_health::ok
+              : slot.state == slot_state::degraded ? actor_health::failed
+                                                   : actor_health::starting;
   st.restarts = slot.restarts;
   st.last_error = slot.last_error;
   st.since_unix_ms = slot.since_ms;
@@ -82,6 +85,13 @@ bool slot_table::start_after_back_off(slot_record& slot) {
   slot.budget.reset();
   ++slot.restarts;
   return true;
+}
+
+actor_health slot_table::health_code() const {
+  auto word = health();
+  return word == "running" ? actor_health::ok
+         : word == "degraded" ? actor_health::failed
+                              : actor_health::degraded;
 }
 
 std::string slot_table::health() const {

@@ -63,6 +63,8 @@ public:
 
   /// "running" (every slot), "degraded" (every slot), else "recovering".
   std::string health() const;
+  /// The same for programs: ok, failed (every slot degraded), else degraded.
+  actor_health health_code() const;
 
 private:
   uint32_t limit_;

@@ -42,13 +42,13 @@ bool worker_checks::seen(const std::string& name, const std::string& role,
 }
 
 const worker_checks::worker* worker_checks::answered(const std::string& name,
-                                                     const std::string& state,
+                                                     actor_health health,
                                                      const std::string& last_error) {
   auto it = workers_.find(name);
   if (it == workers_.end())
     return nullptr;
   auto& w = it->second;
-  if (state == "failed") {
+  if (health == actor_health::failed) {
     w.state = worker_check::failed;
     w.error = last_error.empty() ? "failed" : last_error;
   } else {

@@ -7,6 +7,8 @@
 //       ^                 |     --answer: failed--> failed
 //       '-- no answer ----'     (a new handle under the same name: unchecked again)
 
+#include "messages/data.hpp"
+
 #include <caf/actor.hpp>
 
 #include <cstdint>
@@ -37,9 +39,9 @@ public:
   /// (the node came back) starts unchecked. True when it should be asked now (it is marked
   /// checking).
   bool seen(const std::string& name, const std::string& role, const caf::actor& handle);
-  /// Its status answered: failed when its state word is "failed" (then `last_error` says why).
+  /// Its status answered: failed when its health is failed (then `last_error` says why).
   /// The worker, or nullptr when it is not known (any more).
-  const worker* answered(const std::string& name, const std::string& state,
+  const worker* answered(const std::string& name, actor_health health,
                          const std::string& last_error);
   /// It did not answer in time: most likely still loading its model; asked again next time.
   void no_answer(const std::string& name);

@@ -32,6 +32,7 @@ void write_actor_status(json_writer& w, const actor_status& st) {
     .field("role", st.role)
     .field("node", st.node)
     .field("state", st.state)
+    .field("health", to_string(st.health))
     .field("mailbox_size", st.mailbox_size)
     .field("messages_handled", st.messages_handled)
     .field("restarts", st.restarts)

@@ -36,8 +36,9 @@
 
 namespace kbrl::evalcli {
 
-/// Done: every expected record is filed, or ctx->failure says why the run stopped.
-using done_atom = caf::atom_constant<caf::atom("done")>;
+/// The scheduler sends its notify actor done_atom (messages/interfaces.hpp) when every expected
+/// record is filed, or ctx->failure says why the run stopped.
+using kbrl::done_atom;
 
 /// The scheduler's behaviour: spawn with sys.spawn(eval_scheduler, ctx, evaluators, sampler,
 /// notify); it sends `done` to `notify` and quits when finished. `sampler` may be null when

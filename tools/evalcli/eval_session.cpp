@@ -36,7 +36,7 @@ caf::error check_sampler(caf::actor_system& sys, const sampler_actor& sampler, b
   self->request(sampler, std::chrono::minutes(10), status_atom::value)
     .receive(
       [&](actor_status& st) {
-        if (st.state == "failed") {
+        if (st.health == actor_health::failed) {
           out = make_error(errc::invalid_config, "the sampler could not start: " + st.last_error);
           return;
         }

@@ -219,7 +219,8 @@ int run_node(const node_plan& plan_in) {
   // system's own teardown after that is bounded (exit_watchdog.hpp says why).
   auto leave = [&](int code) {
     sys.await_all_actors_done();
-    watchdog.arm(std::chrono::seconds(20), code, "the actor system's shutdown");
+    // Every actor has ended: what is left takes well under a second when nothing sticks.
+    watchdog.arm(std::chrono::seconds(5), code, "the actor system's shutdown");
     return code;
   };
 

@@ -16,7 +16,6 @@ using episode::stage;
 
 namespace {
 
-void fill_pipeline(coordinator_pointer self);
 void try_train(coordinator_pointer self);
 void confirmed(coordinator_pointer self, const caf::actor_addr& sampler);
 bool check_health(coordinator_pointer self, const episode::step_round& r);
@@ -279,10 +278,7 @@ void begin(coordinator_pointer self, const std::optional<policy_update>& learner
 actor_status status_of(coordinator_pointer self) {
   auto& st = self->state;
   auto phase = st.pipeline->phase();
-  auto health = phase == episode::coordinator_phase::failed     ? actor_health::failed
-                : phase == episode::coordinator_phase::starting ? actor_health::starting
-                                                                : actor_health::ok;
-  return st.stats.snapshot(health, to_string(phase), self->mailbox().size(),
+  return st.stats.snapshot(episode::health_of(phase), to_string(phase), self->mailbox().size(),
                            episode::coordinator_status_details(*st.pipeline,
                                                                st.timelines->recent()),
                            {"pause", "resume", "timeline", "trajectory"});

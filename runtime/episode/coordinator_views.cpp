@@ -32,6 +32,12 @@ std::string of_steps(uint64_t step, uint64_t steps, const char* separator) {
 
 } // namespace
 
+actor_health health_of(coordinator_phase phase) {
+  if (phase == coordinator_phase::failed)
+    return actor_health::failed;
+  return phase == coordinator_phase::starting ? actor_health::starting : actor_health::ok;
+}
+
 std::vector<status_detail> coordinator_status_details(const step_pipeline& p,
                                                       const std::deque<step_timeline>& recent) {
   auto& s = p.settings();

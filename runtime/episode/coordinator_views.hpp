@@ -16,6 +16,10 @@
 
 namespace kbrl::episode {
 
+/// failed when the run stopped (rl.max_failed_steps), starting before the learner answered,
+/// else ok.
+actor_health health_of(coordinator_phase phase);
+
 /// step, mode, episodes under way, policy version, last reward and correct rate, dropped
 /// groups and trajectories, the last timeline, what steps wait for.
 std::vector<status_detail> coordinator_status_details(const step_pipeline& pipeline,

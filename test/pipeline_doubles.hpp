@@ -20,6 +20,18 @@
 
 namespace kbrl::test {
 
+/// A problem the doubles can serve: "level1/<number>_Op", torch backend, an empty Model.
+inline problem pipeline_problem(int number) {
+  problem p;
+  p.name = std::to_string(number) + "_Op";
+  p.id = "level1/" + p.name;
+  p.level = 1;
+  p.number = number;
+  p.backend = kernel_backend::torch;
+  p.reference_source = "import torch\nclass Model(torch.nn.Module):\n    pass\n";
+  return p;
+}
+
 /// What the doubles saw, in order. Shared between actor threads and the test.
 struct pipeline_log {
   std::mutex mutex;

@@ -44,23 +44,12 @@ uint64_t field(const std::string& line, const std::string& key) {
   return std::stoull(line.substr(at + key.size() + 3));
 }
 
-problem make_problem(int number) {
-  problem p;
-  p.name = std::to_string(number) + "_Op";
-  p.id = "level1/" + p.name;
-  p.level = 1;
-  p.number = number;
-  p.backend = kernel_backend::torch;
-  p.reference_source = "import torch\nclass Model(torch.nn.Module):\n    pass\n";
-  return p;
-}
-
 struct pipeline_fixture {
   test::temp_dir dir;
   caf::actor_system_config cfg;
   std::unique_ptr<caf::actor_system> sys;
   std::shared_ptr<test::pipeline_log> log = std::make_shared<test::pipeline_log>();
-  std::vector<problem> problems{make_problem(1), make_problem(2), make_problem(3)};
+  std::vector<problem> problems{test::pipeline_problem(1), test::pipeline_problem(2), test::pipeline_problem(3)};
   actor_stats stats;
 
   pipeline_fixture() {

@@ -5,6 +5,7 @@
 
 #include "actors/coordinator.hpp"
 #include "actors/metrics.hpp"
+#include "deterministic_system.hpp"
 #include "pipeline_doubles.hpp"
 #include "runtime/episode/coordinator_checkpoint.hpp"
 #include "test_support.hpp"
@@ -12,63 +13,14 @@
 
 #include <boost/test/unit_test.hpp>
 
-#include <caf/all.hpp>
-#include <caf/scheduler/test_coordinator.hpp>
-#include <spdlog/spdlog.h>
-
-#include <optional>
-
 using namespace kbrl;
 using namespace std::chrono_literals;
 
 namespace {
 
-problem make_problem(int number) {
-  problem p;
-  p.name = std::to_string(number) + "_Op";
-  p.id = "level1/" + p.name;
-  p.level = 1;
-  p.number = number;
-  p.backend = kernel_backend::torch;
-  p.reference_source = "import torch\nclass Model(torch.nn.Module):\n    pass\n";
-  return p;
-}
-
-struct shell_fixture {
+struct shell_fixture : test::deterministic_system {
   test::temp_dir dir;
-  caf::actor_system_config cfg;
-  caf::actor_system sys;
-  caf::scheduler::test_coordinator& sched;
-  spdlog::level::level_enum old_level;
   std::shared_ptr<test::pipeline_log> log = std::make_shared<test::pipeline_log>();
-  std::vector<caf::actor> spawned;
-
-  static caf::actor_system_config& prepare(caf::actor_system_config& cfg) {
-    cfg.set("scheduler.policy", caf::atom("testing"));
-    register_message_types(cfg);
-    return cfg;
-  }
-
-  shell_fixture()
-    : sys(prepare(cfg)),
-      sched(dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler())),
-      old_level(spdlog::get_level()) {
-    spdlog::set_level(spdlog::level::off);
-  }
-
-  ~shell_fixture() {
-    for (auto& a : spawned)
-      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
-    sched.run();
-    spawned.clear();
-    spdlog::set_level(old_level);
-  }
-
-  template <class Handle>
-  Handle keep(Handle h) {
-    spawned.push_back(caf::actor_cast<caf::actor>(h));
-    return h;
-  }
 
   coordinator_actor start(uint64_t steps, coordinator_mode mode, const learner_actor& learner) {
     coordinator_settings s;
@@ -90,27 +42,17 @@ struct shell_fixture {
     actor_stats stats;
     stats.name = "test/coordinator";
     stats.node = "test";
-    std::vector<problem> problems{make_problem(1), make_problem(2), make_problem(3)};
+    std::vector<problem> problems{test::pipeline_problem(1), test::pipeline_problem(2),
+                                  test::pipeline_problem(3)};
     auto c = keep(sys.spawn(coordinator, stats, s, r, learner, metrics, problems,
                             std::vector<problem>{}));
     sched.run();
     return c;
   }
 
-  /// Asks `target` from a helper actor and runs the system until it is quiet.
-  template <class T, class Handle, class... Ts>
-  std::optional<T> ask(const Handle& target, Ts... xs) {
-    auto box = std::make_shared<std::optional<T>>();
-    spawned.push_back(sys.spawn([=](caf::event_based_actor* self) {
-      self->request(target, caf::infinite, xs...).then([=](T& x) { box->emplace(std::move(x)); });
-    }));
-    sched.run();
-    return *box;
-  }
-
   std::string phase(const coordinator_actor& c) {
     auto st = ask<actor_status>(c, status_atom::value);
-    return st ? st->state : "(no answer)";
+    return st ? st->state : describe(st.error());
   }
 
   void release(const learner_actor& learner) {

@@ -9,12 +9,11 @@
 #include <boost/test/unit_test.hpp>
 
 #include "actors/evaluator_supervisor.hpp"
+#include "deterministic_system.hpp"
 #include "messages/status_details.hpp"
 #include "messages/type_ids.hpp"
 
 #include <caf/all.hpp>
-#include <caf/scheduler/test_coordinator.hpp>
-#include <spdlog/spdlog.h>
 
 #include <memory>
 #include <optional>
@@ -83,28 +82,10 @@ builder_actor::behavior_type fake_builder(builder_actor::pointer, std::shared_pt
   };
 }
 
-struct supervisor_fixture {
-  caf::actor_system_config cfg;
-  caf::actor_system sys;
-  caf::scheduler::test_coordinator& sched;
-  spdlog::level::level_enum old_level;
+struct supervisor_fixture : kbrl::test::deterministic_system {
   int64_t now = t0;
   std::shared_ptr<worker_log> log = std::make_shared<worker_log>();
   evaluator_supervisor_actor sup;
-  std::vector<caf::actor> requesters;
-
-  static caf::actor_system_config& prepare(caf::actor_system_config& cfg) {
-    cfg.set("scheduler.policy", caf::atom("testing"));
-    register_message_types(cfg);
-    return cfg;
-  }
-
-  supervisor_fixture()
-    : sys(prepare(cfg)),
-      sched(dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler())),
-      old_level(spdlog::get_level()) {
-    spdlog::set_level(spdlog::level::off);
-  }
 
   void start(supervisor_settings settings, size_t evaluators = 1) {
     settings.clock = [this] { return now; };
@@ -125,19 +106,9 @@ struct supervisor_fixture {
     actor_stats stats;
     stats.name = "n/evaluator-supervisor";
     stats.node = "n";
-    sup = sys.spawn(evaluator_supervisor_with, stats, settings, slots, eval::engine_options{}, w);
+    sup = keep(sys.spawn(evaluator_supervisor_with, stats, settings, slots,
+                         eval::engine_options{}, w));
     sched.run();
-  }
-
-  ~supervisor_fixture() {
-    for (auto& a : requesters)
-      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
-    if (sup)
-      caf::anon_send_exit(sup, caf::exit_reason::user_shutdown);
-    sched.run();
-    requesters.clear();
-    sup = nullptr;
-    spdlog::set_level(old_level);
   }
 
   /// Sends `source` for evaluation; the answer lands in the returned box once the system ran.
@@ -150,7 +121,7 @@ struct supervisor_fixture {
     req.task.backend = kernel_backend::cuda;
     req.timing.timeout_s = 60;
     auto target = sup;
-    requesters.push_back(sys.spawn([=](caf::event_based_actor* self) {
+    spawned.push_back(sys.spawn([=](caf::event_based_actor* self) {
       self->request(target, caf::infinite, evaluate_atom::value, req)
         .then([=](eval_result& r) { box->emplace(std::move(r)); },
               [=](caf::error& e) { box->emplace(std::move(e)); });
@@ -167,15 +138,9 @@ struct supervisor_fixture {
   }
 
   actor_status status() {
-    auto box = std::make_shared<std::optional<actor_status>>();
-    auto target = sup;
-    requesters.push_back(sys.spawn([=](caf::event_based_actor* self) {
-      self->request(target, caf::infinite, status_atom::value)
-        .then([=](actor_status& s) { box->emplace(std::move(s)); });
-    }));
-    sched.run();
-    BOOST_REQUIRE(box->has_value());
-    return **box;
+    auto s = ask<actor_status>(sup, status_atom::value);
+    BOOST_REQUIRE_MESSAGE(s, kbrl::test::why(s));
+    return *s;
   }
 
   std::string detail(const std::string& key) { return detail_of(status(), key); }

@@ -4,43 +4,23 @@
 // and rl_rejoin; where a node stands with its coordinator is tested directly in node_join_state.
 
 #include "actors/node.hpp"
+#include "deterministic_system.hpp"
 #include "messages/error_codes.hpp"
 #include "messages/status_details.hpp"
 #include "test_support.hpp"
 
 #include <boost/test/unit_test.hpp>
 
-#include <caf/all.hpp>
-#include <caf/scheduler/test_coordinator.hpp>
-#include <spdlog/spdlog.h>
-
-#include <optional>
-
 using namespace kbrl;
 using kbrl::test::contains;
 
 namespace {
 
-struct node_fixture {
+struct node_fixture : test::deterministic_system {
   test::temp_dir dir;
-  caf::actor_system_config cfg;
-  caf::actor_system sys;
-  caf::scheduler::test_coordinator& sched;
-  spdlog::level::level_enum old_level;
-  std::vector<caf::actor> spawned;
   node_actor head;
 
-  static caf::actor_system_config& prepare(caf::actor_system_config& cfg) {
-    cfg.set("scheduler.policy", caf::atom("testing"));
-    register_message_types(cfg);
-    return cfg;
-  }
-
-  node_fixture()
-    : sys(prepare(cfg)),
-      sched(dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler())),
-      old_level(spdlog::get_level()) {
-    spdlog::set_level(spdlog::level::off);
+  node_fixture() {
     node_settings s;
     s.info.name = "head";
     s.info.host = "127.0.0.1";
@@ -52,32 +32,14 @@ struct node_fixture {
     s.is_coordinator = true;
     s.run_dir = dir.path.string();
     s.run_config_toml = "[rl]\nsteps = 3\n";
-    head = sys.spawn(node, s);
-    spawned.push_back(caf::actor_cast<caf::actor>(head));
+    head = keep(sys.spawn(node, s));
     sched.run();
   }
 
-  ~node_fixture() {
-    for (auto& a : spawned)
-      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
-    sched.run();
-    spawned.clear();
-    spdlog::set_level(old_level);
-  }
-
-  /// Asks the node from a helper actor, runs the system until quiet; the answer or the error.
+  /// Asks the node.
   template <class T, class... Ts>
-  caf::expected<T> ask(Ts... xs) {
-    auto box = std::make_shared<std::optional<caf::expected<T>>>();
-    auto target = head;
-    spawned.push_back(sys.spawn([=](caf::event_based_actor* self) {
-      self->request(target, caf::infinite, xs...)
-        .then([=](T& x) { box->emplace(std::move(x)); },
-              [=](caf::error& e) { box->emplace(std::move(e)); });
-    }));
-    sched.run();
-    BOOST_REQUIRE_MESSAGE(box->has_value(), "the node did not answer");
-    return std::move(**box);
+  caf::expected<T> ask_node(Ts... xs) {
+    return ask<T>(head, xs...);
   }
 };
 
@@ -86,32 +48,32 @@ struct node_fixture {
 BOOST_FIXTURE_TEST_SUITE(node_shell, node_fixture)
 
 BOOST_AUTO_TEST_CASE(a_coordinator_node_joins_its_own_membership_and_answers_for_it) {
-  auto own = ask<actor_status>(status_atom::value);
+  auto own = ask_node<actor_status>(status_atom::value);
   BOOST_REQUIRE_MESSAGE(own, test::why(own));
   BOOST_CHECK_EQUAL(own->state, "coordinating");
   BOOST_CHECK_EQUAL(detail_of(*own, "joins"), "1");
-  auto view = ask<membership_view>(nodes_atom::value);
+  auto view = ask_node<membership_view>(nodes_atom::value);
   BOOST_REQUIRE_MESSAGE(view, test::why(view));
   BOOST_REQUIRE_EQUAL(view->nodes.size(), 1u);
   BOOST_CHECK_EQUAL(view->nodes[0].info.name, "head");
   BOOST_CHECK(view->nodes[0].state == node_state::up);
-  auto all = ask<node_status>(status_atom::value, node_atom::value);
+  auto all = ask_node<node_status>(status_atom::value, node_atom::value);
   BOOST_REQUIRE_MESSAGE(all, test::why(all));
   BOOST_CHECK_EQUAL(all->actors.size(), 2u); // the node and its membership
-  auto mem = ask<actor_status>(status_atom::value, std::string("head/membership"));
+  auto mem = ask_node<actor_status>(status_atom::value, std::string("head/membership"));
   BOOST_REQUIRE_MESSAGE(mem, test::why(mem));
   BOOST_CHECK_EQUAL(mem->name, "head/membership");
-  auto config = ask<std::string>(config_atom::value);
+  auto config = ask_node<std::string>(config_atom::value);
   BOOST_REQUIRE(config);
   BOOST_CHECK(contains(*config, "steps = 3"));
 }
 
 BOOST_AUTO_TEST_CASE(unknown_actors_are_named_with_what_the_node_has) {
-  auto none = ask<actor_status>(status_atom::value, std::string("head/nothing"));
+  auto none = ask_node<actor_status>(status_atom::value, std::string("head/nothing"));
   BOOST_REQUIRE(!none);
   BOOST_CHECK(has_code(none.error(), errc::unknown_actor));
   BOOST_CHECK(contains(describe(none.error()), "head/membership"));
-  auto verb = ask<std::string>(control_atom::value, std::string("restart"),
+  auto verb = ask_node<std::string>(control_atom::value, std::string("restart"),
                                std::vector<std::string>{});
   BOOST_REQUIRE(!verb);
   BOOST_CHECK(has_code(verb.error(), errc::not_supported));
@@ -122,12 +84,12 @@ BOOST_AUTO_TEST_CASE(heartbeats_go_out_when_their_timer_fires_and_stop_ends_the_
     sched.trigger_timeouts();
     sched.run();
   }
-  auto own = ask<actor_status>(status_atom::value);
+  auto own = ask_node<actor_status>(status_atom::value);
   BOOST_REQUIRE(own);
   BOOST_CHECK_NE(detail_of(*own, "heartbeats sent"), "0");
   caf::anon_send(head, stop_atom::value);
   sched.run();
-  auto after = ask<actor_status>(status_atom::value);
+  auto after = ask_node<actor_status>(status_atom::value);
   BOOST_CHECK(!after); // the node is gone: the request fails
 }
 

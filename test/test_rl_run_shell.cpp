@@ -7,6 +7,7 @@
 #include "actors/membership.hpp"
 #include "actors/metrics.hpp"
 #include "actors/rl_run.hpp"
+#include "deterministic_system.hpp"
 #include "messages/status_details.hpp"
 #include "pipeline_doubles.hpp"
 #include "runtime/episode/coordinator_checkpoint.hpp"
@@ -14,12 +15,6 @@
 #include "tokenizer_fixture.hpp"
 
 #include <boost/test/unit_test.hpp>
-
-#include <caf/all.hpp>
-#include <caf/scheduler/test_coordinator.hpp>
-#include <spdlog/spdlog.h>
-
-#include <optional>
 
 using namespace kbrl;
 using kbrl::test::contains;
@@ -75,41 +70,15 @@ learner_actor::behavior_type broken_learner(learner_actor::pointer) {
   };
 }
 
-problem make_problem(int number) {
-  problem p;
-  p.name = std::to_string(number) + "_Op";
-  p.id = "level1/" + p.name;
-  p.level = 1;
-  p.number = number;
-  p.backend = kernel_backend::torch;
-  p.reference_source = "import torch\nclass Model(torch.nn.Module):\n    pass\n";
-  return p;
-}
-
-struct run_fixture {
+struct run_fixture : test::deterministic_system {
   test::temp_dir dir;
-  caf::actor_system_config cfg;
-  caf::actor_system sys;
-  caf::scheduler::test_coordinator& sched;
-  spdlog::level::level_enum old_level;
   int64_t now = t0;
   std::shared_ptr<test::pipeline_log> log = std::make_shared<test::pipeline_log>();
   std::shared_ptr<node_log> node_events = std::make_shared<node_log>();
-  std::vector<caf::actor> spawned;
   membership_actor mem;
   node_actor head;
 
-  static caf::actor_system_config& prepare(caf::actor_system_config& cfg) {
-    cfg.set("scheduler.policy", caf::atom("testing"));
-    register_message_types(cfg);
-    return cfg;
-  }
-
-  run_fixture()
-    : sys(prepare(cfg)),
-      sched(dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler())),
-      old_level(spdlog::get_level()) {
-    spdlog::set_level(spdlog::level::off);
+  run_fixture() {
     membership_settings ms;
     ms.cluster = "test";
     ms.coordinator = "head";
@@ -117,20 +86,6 @@ struct run_fixture {
     mem = keep(sys.spawn(membership, ms));
     head = keep(sys.spawn(node_double, node_events));
     sched.run();
-  }
-
-  ~run_fixture() {
-    for (auto& a : spawned)
-      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
-    sched.run();
-    spawned.clear();
-    spdlog::set_level(old_level);
-  }
-
-  template <class Handle>
-  Handle keep(Handle h) {
-    spawned.push_back(caf::actor_cast<caf::actor>(h));
-    return h;
   }
 
   /// Registers node "w" with these role actors.
@@ -151,13 +106,9 @@ struct run_fixture {
       {"w/evaluator-supervisor", "evaluator-supervisor",
        caf::actor_cast<caf::actor>(keep(sys.spawn(test::verdict_evaluator, log)))}};
     auto w_node = keep(sys.spawn(node_double, std::make_shared<node_log>()));
-    auto target = mem;
-    spawned.push_back(sys.spawn([=](caf::event_based_actor* self) {
-      self->request(target, caf::infinite, register_atom::value, info,
-                    caf::actor_cast<caf::actor>(w_node))
-        .then([](membership_view&) {});
-    }));
-    sched.run();
+    auto view = ask<membership_view>(mem, register_atom::value, info,
+                                     caf::actor_cast<caf::actor>(w_node));
+    BOOST_REQUIRE_MESSAGE(view, test::why(view));
   }
 
   rl_run_actor start(uint64_t steps) {
@@ -168,7 +119,7 @@ struct run_fixture {
     c.group_size = 2;
     c.run_dir = dir.path.string();
     c.episodes.max_turns = 1;
-    in->train = {make_problem(1), make_problem(2)};
+    in->train = {test::pipeline_problem(1), test::pipeline_problem(2)};
     in->tokenizer = std::make_shared<tok::tokenizer>(test::byte_tokenizer());
     in->chat = std::make_shared<tok::chat_format>(*tok::chat_format::by_name("chatml"));
     actor_stats stats;
@@ -189,14 +140,9 @@ struct run_fixture {
   }
 
   actor_status status(const rl_run_actor& r) {
-    auto box = std::make_shared<std::optional<actor_status>>();
-    spawned.push_back(sys.spawn([=](caf::event_based_actor* self) {
-      self->request(r, caf::infinite, status_atom::value)
-        .then([=](actor_status& s) { box->emplace(std::move(s)); });
-    }));
-    sched.run();
-    BOOST_REQUIRE(box->has_value());
-    return **box;
+    auto s = ask<actor_status>(r, status_atom::value);
+    BOOST_REQUIRE_MESSAGE(s, test::why(s));
+    return *s;
   }
 };
 

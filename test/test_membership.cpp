@@ -2,6 +2,7 @@
 // explicit times, and the membership actor (actors/membership.hpp) driven deterministically by
 // CAF's test coordinator with a fake wall clock: no sleeps, no sockets.
 
+#include "deterministic_system.hpp"
 #include "test_support.hpp"
 #include "messages/status_details.hpp"
 
@@ -284,44 +285,19 @@ namespace {
 
 /// An actor system on CAF's deterministic test scheduler with one membership actor whose wall
 /// clock is `now`. Every actor it spawns is stopped at the end so the system can shut down.
-struct membership_fixture {
-  caf::actor_system_config cfg;
-  caf::actor_system sys;
-  caf::scheduler::test_coordinator& sched;
-  spdlog::level::level_enum old_level;
+struct membership_fixture : kbrl::test::deterministic_system {
   int64_t now = t0;                  ///< the fake wall clock, in ms since the epoch
   membership_settings settings;
   membership_actor mem;
-  std::vector<caf::actor> spawned;   ///< dummies, recorders and requesters to stop at the end
 
-  static caf::actor_system_config& prepare(caf::actor_system_config& cfg) {
-    cfg.set("scheduler.policy", caf::atom("testing"));
-    register_message_types(cfg);
-    return cfg;
-  }
-
-  membership_fixture()
-    : sys(prepare(cfg)),
-      sched(dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler())),
-      old_level(spdlog::get_level()) {
-    spdlog::set_level(spdlog::level::off); // the actor logs every change in words
+  membership_fixture() {
     settings.cluster = "test-cluster";
     settings.coordinator = "head";
     settings.heartbeat_interval = std::chrono::milliseconds(1000);
     settings.node_timeout = std::chrono::milliseconds(5000);
     settings.clock = [this] { return now; };
-    mem = sys.spawn(kbrl::membership, settings);
+    mem = keep(sys.spawn(kbrl::membership, settings));
     sched.run();
-  }
-
-  ~membership_fixture() {
-    for (auto& a : spawned)
-      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
-    caf::anon_send_exit(mem, caf::exit_reason::user_shutdown);
-    sched.run();
-    spawned.clear();
-    mem = nullptr;
-    spdlog::set_level(old_level);
   }
 
   /// A stand-in for a node actor: answers status requests for its actors.

@@ -18,6 +18,11 @@ struct coordinator_checkpoint {
   uint64_t policy_version = 0;
 };
 
+/// The checkpoint in `text`, the content of the file shown as `path`; errc::invalid_config naming
+/// it when it is not the three integers.
+caf::expected<coordinator_checkpoint> parse_coordinator_checkpoint(const std::string& text,
+                                                                   const std::string& path);
+
 /// Reads coordinator.json from `files`; an absent file is a fresh start (all zero). A file that
 /// is not the three integers is errc::invalid_config naming it.
 caf::expected<coordinator_checkpoint> read_coordinator_checkpoint(io::file_store& files);

@@ -11,7 +11,7 @@ caf::expected<std::optional<coordinator_checkpoint>> step_ledger::open() {
     return text.error();
   if (!*text)
     return std::optional<coordinator_checkpoint>{};
-  auto cp = read_coordinator_checkpoint(*files_);
+  auto cp = parse_coordinator_checkpoint(**text, files_->path_of("coordinator.json"));
   if (!cp)
     return cp.error();
   return std::optional<coordinator_checkpoint>{*cp};

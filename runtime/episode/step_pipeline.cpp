@@ -7,11 +7,12 @@
 
 namespace kbrl::episode {
 
-double metric_value(const std::vector<metric_record>& records, const std::string& name) {
+double metric_value(const std::vector<metric_record>& records, const std::string& name,
+                    double fallback) {
   for (auto& r : records)
     if (r.name == name)
       return r.value;
-  return 0;
+  return fallback;
 }
 
 uint64_t round_launch::group_id(size_t problem_index) const {

@@ -208,7 +208,8 @@ private:
   double last_correct_ = 0;
 };
 
-/// The value of the record named `name` (0 when absent).
-double metric_value(const std::vector<metric_record>& records, const std::string& name);
+/// The value of the record named `name` (`fallback` when absent).
+double metric_value(const std::vector<metric_record>& records, const std::string& name,
+                    double fallback = 0);
 
 } // namespace kbrl::episode

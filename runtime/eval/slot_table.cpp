@@ -88,21 +88,22 @@ bool slot_table::start_after_back_off(slot_record& slot) {
 }
 
 actor_health slot_table::health_code() const {
-  auto word = health();
-  return word == "running" ? actor_health::ok
-         : word == "degraded" ? actor_health::failed
-                              : actor_health::degraded;
-}
-
-std::string slot_table::health() const {
   size_t running = 0, degraded = 0;
   for (auto& s : slots_) {
     running += s.state == slot_state::running ? 1 : 0;
     degraded += s.state == slot_state::degraded ? 1 : 0;
   }
   if (degraded == slots_.size() && !slots_.empty())
-    return "degraded";
-  return running == slots_.size() ? "running" : "recovering";
+    return actor_health::failed;
+  return running == slots_.size() ? actor_health::ok : actor_health::degraded;
+}
+
+std::string slot_table::health() const {
+  switch (health_code()) {
+    case actor_health::ok: return "running";
+    case actor_health::failed: return "degraded";
+    default: return "recovering";
+  }
 }
 
 } // namespace kbrl::eval

@@ -1,6 +1,7 @@
 #include "runtime/node/run_progress.hpp"
 
 #include "messages/status_details.hpp"
+#include "runtime/episode/step_pipeline.hpp"
 #include "runtime/io/clock.hpp"
 
 #include <fmt/format.h>
@@ -11,11 +12,9 @@ namespace kbrl {
 
 namespace {
 
-double metric(const std::vector<metric_record>& records, const std::string& name, double dflt = 0) {
-  for (auto& r : records)
-    if (r.name == name)
-      return r.value;
-  return dflt;
+double metric(const std::vector<metric_record>& records, const std::string& name,
+              double fallback = 0) {
+  return episode::metric_value(records, name, fallback);
 }
 
 } // namespace

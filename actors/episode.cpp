@@ -342,10 +342,10 @@ void finish(episode_pointer self, std::string reason) {
 
 } // namespace
 
-episode_actor::behavior_type run_episode(episode_pointer self, actor_stats stats,
-                                         episode_settings settings,
-                                         std::shared_ptr<const episode_resources> resources,
-                                         uint64_t trajectory_id) {
+episode_behavior::behavior_type run_episode(episode_pointer self, actor_stats stats,
+                                            episode_settings settings,
+                                            std::shared_ptr<const episode_resources> resources,
+                                            uint64_t trajectory_id) {
   auto& st = self->state;
   st.stats = std::move(stats);
   st.settings = std::move(settings);

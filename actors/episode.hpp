@@ -100,13 +100,18 @@ struct episode_state {
   bool examples_fetched = false; ///< retrieval done (or not wanted) for the first prompt
 };
 
-using episode_pointer = episode_actor::stateful_pointer<episode_state>;
+/// The episode's own behaviour: its public interface and the tick it sends itself when a sampler
+/// or evaluator answered busy and the back-off has passed. Handles are passed on as
+/// episode_actor.
+using episode_behavior = episode_actor::extend<caf::reacts_to<tick_atom>>;
+
+using episode_pointer = episode_behavior::stateful_pointer<episode_state>;
 
 /// Spawn with sys.spawn(run_episode, stats, settings, resources, trajectory id); then send
 /// (start, problem, group id).
-episode_actor::behavior_type run_episode(episode_pointer self, actor_stats stats,
-                                         episode_settings settings,
-                                         std::shared_ptr<const episode_resources> resources,
-                                         uint64_t trajectory_id);
+episode_behavior::behavior_type run_episode(episode_pointer self, actor_stats stats,
+                                            episode_settings settings,
+                                            std::shared_ptr<const episode_resources> resources,
+                                            uint64_t trajectory_id);
 
 } // namespace kbrl

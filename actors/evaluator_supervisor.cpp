@@ -290,7 +290,7 @@ caf::result<std::string> control_slot(self_ptr self, const std::string& name,
 
 } // namespace
 
-evaluator_supervisor_actor::behavior_type
+evaluator_supervisor_behavior::behavior_type
 evaluator_supervisor(evaluator_supervisor_pointer self, actor_stats stats,
                      supervisor_settings settings, std::vector<evaluator_slot> slots,
                      eval::engine_options builder_engine) {
@@ -298,7 +298,7 @@ evaluator_supervisor(evaluator_supervisor_pointer self, actor_stats stats,
                                    std::move(builder_engine), real_workers());
 }
 
-evaluator_supervisor_actor::behavior_type
+evaluator_supervisor_behavior::behavior_type
 evaluator_supervisor_with(evaluator_supervisor_pointer self, actor_stats stats,
                           supervisor_settings settings, std::vector<evaluator_slot> slots,
                           eval::engine_options builder_engine, supervisor_workers workers) {

@@ -101,18 +101,24 @@ struct evaluator_supervisor_state {
     std::make_shared<std::map<std::string, caf::actor_addr>>();
 };
 
+/// The supervisor's own behaviour: its public interface and the message it sends itself when a
+/// degraded evaluator's back-off has passed (start it again). Handles are passed on as
+/// evaluator_supervisor_actor.
+using evaluator_supervisor_behavior =
+  evaluator_supervisor_actor::extend<caf::reacts_to<start_atom, std::string>>;
+
 using evaluator_supervisor_pointer =
-  evaluator_supervisor_actor::stateful_pointer<evaluator_supervisor_state>;
+  evaluator_supervisor_behavior::stateful_pointer<evaluator_supervisor_state>;
 
 /// Spawn with sys.spawn(evaluator_supervisor, stats, settings, slots, builder engine options
 /// (used when settings.build_workers > 0)).
-evaluator_supervisor_actor::behavior_type
+evaluator_supervisor_behavior::behavior_type
 evaluator_supervisor(evaluator_supervisor_pointer self, actor_stats stats,
                      supervisor_settings settings, std::vector<evaluator_slot> slots,
                      eval::engine_options builder_engine);
 
 /// The same with the workers started by `workers` (tests: doubles under CAF's test coordinator).
-evaluator_supervisor_actor::behavior_type
+evaluator_supervisor_behavior::behavior_type
 evaluator_supervisor_with(evaluator_supervisor_pointer self, actor_stats stats,
                           supervisor_settings settings, std::vector<evaluator_slot> slots,
                           eval::engine_options builder_engine, supervisor_workers workers);

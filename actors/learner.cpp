@@ -119,7 +119,9 @@ learner_actor::behavior_type learner(learner_pointer self, actor_stats stats,
   self->set_down_handler([self](const caf::down_msg& msg) {
     auto& subs = self->state.subscribers;
     subs.erase(std::remove_if(subs.begin(), subs.end(),
-                              [&](const caf::actor& a) { return a.address() == msg.source; }),
+                              [&](const policy_listener_actor& a) {
+                                return a.address() == msg.source;
+                              }),
                subs.end());
   });
   return {
@@ -174,7 +176,7 @@ learner_actor::behavior_type learner(learner_pointer self, actor_stats stats,
         // sampler on another node past shutdown, and CAF 0.17 then waits forever for this
         // actor's thread (see relay_from in node.cpp). The samplers do not answer pushes.
         for (auto& sub : st.subscribers)
-          caf::anon_send(caf::actor_cast<sampler_actor>(sub), policy_atom::value, *update);
+          caf::anon_send(sub, policy_atom::value, *update);
       }
       return std::move(*update);
     },
@@ -185,7 +187,7 @@ learner_actor::behavior_type learner(learner_pointer self, actor_stats stats,
         return no_core(st);
       return st.core->latest();
     },
-    [self](subscribe_atom, const caf::actor& handle) {
+    [self](subscribe_atom, const policy_listener_actor& handle) {
       auto& st = self->state;
       st.stats.count();
       if (!handle)
@@ -196,8 +198,7 @@ learner_actor::behavior_type learner(learner_pointer self, actor_stats stats,
       st.subscribers.push_back(handle);
       self->monitor(handle);
       if (st.core)
-        caf::anon_send(caf::actor_cast<sampler_actor>(handle), policy_atom::value,
-                       st.core->latest());
+        caf::anon_send(handle, policy_atom::value, st.core->latest());
     },
   };
 }

@@ -42,7 +42,7 @@ struct learner_state {
   train::learner_settings settings;
   std::unique_ptr<train::learner_core> core;
   caf::error core_failure;        ///< why there is no core
-  std::vector<caf::actor> subscribers;
+  std::vector<policy_listener_actor> subscribers;
 };
 
 using learner_pointer = learner_actor::stateful_pointer<learner_state>;

@@ -31,7 +31,7 @@ std::string node_by_address(membership_pointer self, const caf::actor_addr& addr
 }
 
 /// The node actor hosting `actor`, or an error a person can act on.
-caf::expected<node_actor> host_of(membership_pointer self, const std::string& actor) {
+caf::expected<actor_host_actor> host_of(membership_pointer self, const std::string& actor) {
   auto node = node_of_actor(actor);
   const auto* rec = self->state.table.find(node);
   if (rec == nullptr)
@@ -42,7 +42,7 @@ caf::expected<node_actor> host_of(membership_pointer self, const std::string& ac
                                                 + " since "
                                                 + format_time_of_day(rec->down_unix_ms) + " ("
                                                 + rec->down_reason + ")");
-  return caf::actor_cast<node_actor>(self->state.node_actors[node]);
+  return self->state.node_actors[node];
 }
 
 actor_status own_status(membership_pointer self) {
@@ -57,7 +57,8 @@ actor_status own_status(membership_pointer self) {
 
 } // namespace
 
-membership_actor::behavior_type membership(membership_pointer self, membership_settings settings) {
+membership_behavior::behavior_type membership(membership_pointer self,
+                                              membership_settings settings) {
   auto& st = self->state;
   st.table = membership_table{settings.cluster, settings.coordinator};
   st.stats.node = settings.coordinator;
@@ -69,7 +70,9 @@ membership_actor::behavior_type membership(membership_pointer self, membership_s
     auto& st = self->state;
     auto& subs = st.subscribers;
     subs.erase(std::remove_if(subs.begin(), subs.end(),
-                              [&](const caf::actor& a) { return a.address() == msg.source; }),
+                              [&](const membership_listener_actor& a) {
+                                return a.address() == msg.source;
+                              }),
                subs.end());
     auto node = node_by_address(self, msg.source);
     if (node.empty())
@@ -94,7 +97,7 @@ membership_actor::behavior_type membership(membership_pointer self, membership_s
       self->state.stats.count();
       return no_control_verbs(self->state.stats.name, verb);
     },
-    [self](register_atom, node_info info, caf::actor node) -> membership_view {
+    [self](register_atom, node_info info, actor_host_actor node) -> membership_view {
       auto& st = self->state;
       st.stats.count();
       auto name = info.name;
@@ -155,7 +158,7 @@ membership_actor::behavior_type membership(membership_pointer self, membership_s
               [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
       return rp;
     },
-    [self](subscribe_atom, caf::actor subscriber) {
+    [self](subscribe_atom, membership_listener_actor subscriber) {
       self->state.stats.count();
       self->monitor(subscriber);
       self->state.subscribers.push_back(subscriber);

@@ -36,14 +36,20 @@ struct membership_state {
   static inline const char* name = "membership";
   membership_settings settings;
   membership_table table{"", ""};
-  std::map<std::string, caf::actor> node_actors; ///< current incarnation's node actor
-  std::vector<caf::actor> subscribers;
+  std::map<std::string, actor_host_actor> node_actors; ///< current incarnation's node actor
+  std::vector<membership_listener_actor> subscribers;
   actor_stats stats;
 };
 
-using membership_pointer = membership_actor::stateful_pointer<membership_state>;
+/// The membership's own behaviour: its public interface and the liveness check it sends itself
+/// (nodes silent past node_timeout_s are marked down). Handles are passed on as
+/// membership_actor.
+using membership_behavior = membership_actor::extend<caf::reacts_to<tick_atom>>;
+
+using membership_pointer = membership_behavior::stateful_pointer<membership_state>;
 
 /// Spawn with sys.spawn(membership, settings).
-membership_actor::behavior_type membership(membership_pointer self, membership_settings settings);
+membership_behavior::behavior_type membership(membership_pointer self,
+                                              membership_settings settings);
 
 } // namespace kbrl

@@ -69,7 +69,7 @@ void register_with(node_pointer self, membership_actor membership) {
   info.actors.insert(info.actors.begin(),
                      actor_entry{self->state.stats.name, "node", caf::actor_cast<caf::actor>(self)});
   self->request(membership, request_timeout, register_atom::value, std::move(info),
-                caf::actor_cast<caf::actor>(self))
+                caf::actor_cast<actor_host_actor>(self))
     .then([self, membership](membership_view& view) { on_joined(self, membership, view); },
           [self](caf::error& err) {
             on_join_failed(self, "registration failed: " + self->system().render(err));
@@ -173,7 +173,7 @@ void stop_children(node_pointer self) {
 
 } // namespace
 
-node_actor::behavior_type node(node_pointer self, node_settings settings) {
+node_behavior::behavior_type node(node_pointer self, node_settings settings) {
   auto& st = self->state;
   st.settings = std::move(settings);
   st.stats.node = st.settings.info.name;

@@ -75,9 +75,16 @@ struct node_actor_state {
   uint64_t heartbeats = 0;
 };
 
-using node_pointer = node_actor::stateful_pointer<node_actor_state>;
+/// The node's own behaviour: its public interface and the messages it sends itself (join: try
+/// to (re)join the coordinator, retried with back-off; heartbeat: every heartbeat_interval_s
+/// while joined; tick: every status_interval_s, a one-line summary in the log). Handles are
+/// passed on and published as node_actor.
+using node_behavior = node_actor::extend<caf::reacts_to<join_atom>, caf::reacts_to<heartbeat_atom>,
+                                         caf::reacts_to<tick_atom>>;
 
-/// Spawn with sys.spawn(node, settings); publish the handle on the node's port.
-node_actor::behavior_type node(node_pointer self, node_settings settings);
+using node_pointer = node_behavior::stateful_pointer<node_actor_state>;
+
+/// Spawn with sys.spawn(node, settings); publish the handle (as node_actor) on the node's port.
+node_behavior::behavior_type node(node_pointer self, node_settings settings);
 
 } // namespace kbrl

@@ -126,7 +126,7 @@ std::vector<actor_entry> spawn_role_actors(node_pointer self) {
       for (auto& sampler : out)
         if (sampler.role == "sampler")
           self->send(caf::actor_cast<learner_actor>(l.handle), subscribe_atom::value,
-                     sampler.handle);
+                     caf::actor_cast<policy_listener_actor>(sampler.handle));
   return out;
 }
 

@@ -106,7 +106,8 @@ void put_on_board(rl_run_pointer self, const std::vector<actor_entry>& samplers,
                   board_lists lists) {
   auto& st = self->state;
   for (auto& a : samplers)
-    self->send(st.learner, subscribe_atom::value, a.handle);
+    self->send(st.learner, subscribe_atom::value,
+               caf::actor_cast<policy_listener_actor>(a.handle));
   st.board->set(std::move(lists.samplers), std::move(lists.evaluators));
   st.board_handles = std::move(lists.key);
 }
@@ -261,9 +262,9 @@ void finish(rl_run_pointer self) {
 
 } // namespace
 
-rl_run_actor::behavior_type rl_run(rl_run_pointer self, actor_stats stats,
-                                   std::shared_ptr<const rl_run_inputs> inputs, node_actor node,
-                                   membership_actor membership) {
+rl_run_behavior::behavior_type rl_run(rl_run_pointer self, actor_stats stats,
+                                      std::shared_ptr<const rl_run_inputs> inputs,
+                                      node_actor node, membership_actor membership) {
   auto& st = self->state;
   st.stats = std::move(stats);
   st.in = std::move(inputs);
@@ -285,7 +286,8 @@ rl_run_actor::behavior_type rl_run(rl_run_pointer self, actor_stats stats,
                st.in->settings.coordinator.steps, st.in->settings.coordinator.problems_per_step,
                st.in->settings.coordinator.group_size, st.in->settings.mode, st.in->train.size(),
                st.in->eval.size(), st.in->settings.problems.root);
-  self->send(st.membership, subscribe_atom::value, caf::actor_cast<caf::actor>(self));
+  self->send(st.membership, subscribe_atom::value,
+             caf::actor_cast<membership_listener_actor>(self));
   self->request(st.membership, check_timeout, membership_atom::value)
     .then([self](membership_view& view) { self->send(self, std::move(view)); },
           [](caf::error&) {}); // the subscription delivers the next view anyway

@@ -66,13 +66,18 @@ struct rl_run_state {
   uint64_t steps_reported = 0;      ///< steps whose progress line was printed by this process
 };
 
-using rl_run_pointer = rl_run_actor::stateful_pointer<rl_run_state>;
+/// The RL run's own behaviour: its public interface and the tick it sends itself twice a second
+/// (log what is still missing, see whether the run finished). Handles are passed on as
+/// rl_run_actor.
+using rl_run_behavior = rl_run_actor::extend<caf::reacts_to<tick_atom>>;
+
+using rl_run_pointer = rl_run_behavior::stateful_pointer<rl_run_state>;
 
 /// Spawn with sys.spawn(rl_run, stats, inputs, node, membership) on the coordinator node, after
 /// the run directory is ready (resume prepared). Its name in stats should be
 /// "<node>/coordinator".
-rl_run_actor::behavior_type rl_run(rl_run_pointer self, actor_stats stats,
-                                   std::shared_ptr<const rl_run_inputs> inputs, node_actor node,
-                                   membership_actor membership);
+rl_run_behavior::behavior_type rl_run(rl_run_pointer self, actor_stats stats,
+                                      std::shared_ptr<const rl_run_inputs> inputs,
+                                      node_actor node, membership_actor membership);
 
 } // namespace kbrl

@@ -68,7 +68,7 @@ void start_generation(sampler_pointer self, uint64_t key, generation_request req
   auto me = caf::actor_cast<caf::weak_actor_ptr>(self);
   self->state.backend->submit(std::move(req), [me, key](generation_result res) {
     if (auto strong = caf::actor_cast<caf::strong_actor_ptr>(me))
-      caf::anon_send(caf::actor_cast<sampler_actor>(strong), generate_atom::value, key,
+      caf::anon_send(caf::actor_cast<sampler_behavior>(strong), generate_atom::value, key,
                      std::move(res));
   });
 }
@@ -114,8 +114,8 @@ make_generation_backend(const sampling::sampler_settings& s) {
                                        s.replay_completions);
 }
 
-sampler_actor::behavior_type sampler(sampler_pointer self, actor_stats stats,
-                                     sampling::sampler_settings settings) {
+sampler_behavior::behavior_type sampler(sampler_pointer self, actor_stats stats,
+                                        sampling::sampler_settings settings) {
   auto& st = self->state;
   st.stats = std::move(stats);
   st.settings = std::move(settings);

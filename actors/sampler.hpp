@@ -59,7 +59,13 @@ struct sampler_state {
   ~sampler_state();
 };
 
-using sampler_pointer = sampler_actor::stateful_pointer<sampler_state>;
+/// The sampler's own behaviour: its public interface and the backend's answers, which come back
+/// as (generate, key, result) for the request it holds under that key. Handles are passed on
+/// as sampler_actor.
+using sampler_behavior =
+  sampler_actor::extend<caf::reacts_to<generate_atom, uint64_t, generation_result>>;
+
+using sampler_pointer = sampler_behavior::stateful_pointer<sampler_state>;
 
 /// A generation backend as the settings say (errors name the sampler.* key at fault), wrapped
 /// to replay recorded completions when sampler.replay_completions is set.
@@ -67,7 +73,7 @@ caf::expected<std::unique_ptr<sampling::generation_backend>>
 make_generation_backend(const sampling::sampler_settings& settings);
 
 /// Spawn with sys.spawn<caf::detached>(sampler, stats, settings).
-sampler_actor::behavior_type sampler(sampler_pointer self, actor_stats stats,
-                                     sampling::sampler_settings settings);
+sampler_behavior::behavior_type sampler(sampler_pointer self, actor_stats stats,
+                                        sampling::sampler_settings settings);
 
 } // namespace kbrl

@@ -56,6 +56,21 @@ using control_handler =
 /// own yet are spawned with just this interface; every role's interface extends it.
 using status_actor = caf::typed_actor<status_handler, control_handler>;
 
+// -- listeners and hosts: the handles that subscribe and register carry -------------------------
+
+/// What the membership needs of a node it relays to: status and control of the actors the node
+/// hosts, by full name (every node_actor is one).
+using actor_host_actor = caf::typed_actor<
+  caf::replies_to<status_atom, std::string>::with<actor_status>,
+  caf::replies_to<control_atom, std::string, std::string, std::vector<std::string>>::with<
+    std::string>>;
+
+/// Receives the membership view after every change (the RL run is one).
+using membership_listener_actor = caf::typed_actor<caf::reacts_to<membership_view>>;
+
+/// Receives every new policy version (samplers and the coordinator are).
+using policy_listener_actor = caf::typed_actor<caf::reacts_to<policy_atom, policy_update>>;
+
 // -- membership (coordinator node) ---------------------------------------------------------------
 
 /// Keeps the live list of nodes and their actors; monitors every node actor and expects a
@@ -63,7 +78,7 @@ using status_actor = caf::typed_actor<status_handler, control_handler>;
 using membership_actor = status_actor::extend<
   /// Registers (or re-registers after a restart) the node described by node_info, whose node
   /// actor is the handle; answers the view after the change. A rejoin bumps the incarnation.
-  caf::replies_to<register_atom, node_info, caf::actor>::with<membership_view>,
+  caf::replies_to<register_atom, node_info, actor_host_actor>::with<membership_view>,
   /// Heartbeat from the named node; answers false when the node is not registered as up
   /// (it was declared down, or the coordinator restarted): the node must register again.
   caf::replies_to<heartbeat_atom, std::string>::with<bool>,
@@ -78,10 +93,8 @@ using membership_actor = status_actor::extend<
   /// Control verb for any actor in the cluster by full name.
   caf::replies_to<control_atom, std::string, std::string, std::vector<std::string>>::with<
     std::string>,
-  /// Sends the handle a membership_view after every change, until the handle goes down.
-  caf::reacts_to<subscribe_atom, caf::actor>,
-  /// Periodic liveness check (self-sent): nodes silent past node_timeout_s are marked down.
-  caf::reacts_to<tick_atom>>;
+  /// Sends the listener a membership_view now and after every change, until it goes down.
+  caf::reacts_to<subscribe_atom, membership_listener_actor>>;
 
 // -- node -----------------------------------------------------------------------------------------
 
@@ -104,12 +117,6 @@ using node_actor = status_actor::extend<
   caf::replies_to<membership_atom>::with<membership_actor>,
   /// The merged run config this node runs with, as TOML.
   caf::replies_to<config_atom>::with<std::string>,
-  /// Self-sent: try to (re)join the coordinator; retried with back-off until it works.
-  caf::reacts_to<join_atom>,
-  /// Self-sent every heartbeat_interval_s while joined.
-  caf::reacts_to<heartbeat_atom>,
-  /// Self-sent every status_interval_s: logs a one-line summary of the node.
-  caf::reacts_to<tick_atom>,
   /// Stops every local actor, says goodbye to the coordinator and quits.
   caf::reacts_to<stop_atom>>;
 
@@ -119,8 +126,6 @@ using node_actor = status_actor::extend<
 using sampler_actor = status_actor::extend<
   /// Draws one completion; fails with errc::busy when its queue is full.
   caf::replies_to<generate_atom, generation_request>::with<generation_result>,
-  /// (Internal) the sampler's backend finished the request it knows by this key.
-  caf::reacts_to<generate_atom, uint64_t, generation_result>,
   /// Installs new weights; later requests use them.
   caf::reacts_to<policy_atom, policy_update>>;
 
@@ -146,9 +151,7 @@ using evaluator_supervisor_actor = status_actor::extend<
   caf::replies_to<status_atom, std::string>::with<actor_status>,
   /// A control verb for one evaluator it owns ("restart"), by full name.
   caf::replies_to<control_atom, std::string, std::string, std::vector<std::string>>::with<
-    std::string>,
-  /// Self-sent when a degraded evaluator's back-off has passed: try to start it again.
-  caf::reacts_to<start_atom, std::string>>;
+    std::string>>;
 
 /// Trains the policy from scored trajectories and publishes new versions.
 using learner_actor = status_actor::extend<
@@ -160,9 +163,9 @@ using learner_actor = status_actor::extend<
   caf::replies_to<train_atom, trajectory_batch>::with<policy_update>,
   /// The latest published policy.
   caf::replies_to<policy_atom>::with<policy_update>,
-  /// Sends the handle (a sampler_actor) every new policy as `policy` messages, starting with the
-  /// current one, until the handle goes down.
-  caf::reacts_to<subscribe_atom, caf::actor>>;
+  /// Sends the listener every new policy as `policy` messages, starting with the current one,
+  /// until it goes down.
+  caf::reacts_to<subscribe_atom, policy_listener_actor>>;
 
 /// Runs the training loop: hands out problems, collects trajectories, drives the learner.
 using coordinator_actor = status_actor::extend<
@@ -176,9 +179,7 @@ using coordinator_actor = status_actor::extend<
 /// One trajectory on one problem, single- or multi-turn.
 using episode_actor = status_actor::extend<
   /// Starts the episode; the trajectory goes to the coordinator when it ends.
-  caf::reacts_to<start_atom, problem, uint64_t /*group id*/>,
-  /// Sent to itself: a sampler or evaluator answered busy, and the back-off has passed.
-  caf::reacts_to<tick_atom>>;
+  caf::reacts_to<start_atom, problem, uint64_t /*group id*/>>;
 
 /// Finds example kernels for a problem (RA-ICL).
 using retriever_actor = status_actor::extend<
@@ -197,8 +198,6 @@ using rl_run_actor = status_actor::extend<
   /// The coordinator's metrics pass through here (progress line) to the metrics sink.
   caf::reacts_to<metrics_atom, std::vector<metric_record>>,
   /// The membership's view after each change (subscribed).
-  caf::reacts_to<membership_view>,
-  /// Self-sent twice a second: log what is still missing, see whether the run finished.
-  caf::reacts_to<tick_atom>>;
+  caf::reacts_to<membership_view>>;
 
 } // namespace kbrl

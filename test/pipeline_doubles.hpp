@@ -101,7 +101,6 @@ inline sampler_actor::behavior_type versioned_sampler(sampler_actor::pointer sel
       }
       return answer(req);
     },
-    [](generate_atom, uint64_t, generation_result&) {},
     [=](policy_atom, policy_update& u) {
       *version = std::max(*version, u.version);
       for (auto it = waiting->begin(); it != waiting->end();) {
@@ -140,7 +139,6 @@ inline evaluator_supervisor_actor::behavior_type verdict_evaluator(
     [](control_atom, const std::string&, const std::string&, const std::vector<std::string>&) {
       return std::string{};
     },
-    [](start_atom, const std::string&) {},
   };
 }
 
@@ -196,7 +194,7 @@ inline learner_actor::behavior_type gated_learner(learner_actor::pointer self,
       u.version = log->learner_version;
       return u;
     },
-    [](subscribe_atom, caf::actor) {},
+    [](subscribe_atom, policy_listener_actor) {},
   };
 }
 

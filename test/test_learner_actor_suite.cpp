@@ -121,7 +121,7 @@ BOOST_FIXTURE_TEST_SUITE(learner_actor_suite, learner_fixture)
 BOOST_AUTO_TEST_CASE(trains_publishes_refuses_stale_data_and_resumes) {
   auto l = spawn(settings());
   caf::scoped_actor self{*sys};
-  self->send(l, subscribe_atom::value, caf::actor_cast<caf::actor>(self));
+  self->send(l, subscribe_atom::value, caf::actor_cast<policy_listener_actor>(self));
   auto v0 = next_update(self);
   BOOST_REQUIRE_EQUAL(v0.version, 0u);
   BOOST_CHECK(fs::exists(fs::path(v0.adapter_dir) / model::lora_config_name));
@@ -141,6 +141,8 @@ BOOST_AUTO_TEST_CASE(trains_publishes_refuses_stale_data_and_resumes) {
   BOOST_REQUIRE_MESSAGE(config, test::why(config));
   BOOST_CHECK_EQUAL(config->r, 4);
   BOOST_CHECK_EQUAL(config->lora_alpha, 8.0);
+  // The adapter names its base, so AutoPeftModelForCausalLM.from_pretrained(dir) finds it.
+  BOOST_CHECK_EQUAL(config->base_model_name_or_path, model_dir);
   auto adapter = model::load_lora_adapter(v1->adapter_dir, model::tiny_model_config("qwen2"),
                                           at::TensorOptions().dtype(at::kFloat));
   BOOST_REQUIRE_MESSAGE(adapter, test::why(adapter));
@@ -239,7 +241,7 @@ BOOST_AUTO_TEST_CASE(a_subscribed_builtin_sampler_samples_from_the_new_version) 
   auto sampler_handle = sys->spawn<caf::detached>(sampler, stats, ss);
   auto l = spawn(settings());
   caf::scoped_actor self{*sys};
-  self->send(l, subscribe_atom::value, caf::actor_cast<caf::actor>(sampler_handle));
+  self->send(l, subscribe_atom::value, caf::actor_cast<policy_listener_actor>(sampler_handle));
   auto v1 = train_on(self, l, batch_of(1, 0, {1, 0, 0, 1}));
   BOOST_REQUIRE_MESSAGE(v1, test::why(v1));
   // The update was sent before the answer, so the sampler has it before this request.

@@ -318,13 +318,14 @@ struct membership_fixture : kbrl::test::deterministic_system {
   }
 
   /// An actor that records every membership_view it receives.
-  std::pair<caf::actor, std::shared_ptr<std::vector<membership_view>>> spawn_recorder() {
+  std::pair<membership_listener_actor, std::shared_ptr<std::vector<membership_view>>>
+  spawn_recorder() {
     auto log = std::make_shared<std::vector<membership_view>>();
     auto a = sys.spawn([log](caf::event_based_actor*) -> caf::behavior {
       return {[log](const membership_view& v) { log->push_back(v); }};
     });
     spawned.push_back(a);
-    return {a, log};
+    return {caf::actor_cast<membership_listener_actor>(a), log};
   }
 
   /// Sends a request to the membership actor from a helper actor, runs the system until it is
@@ -345,7 +346,8 @@ struct membership_fixture : kbrl::test::deterministic_system {
   }
 
   membership_view join(const std::string& name, const caf::actor& node_actor) {
-    auto v = ask<membership_view>(register_atom::value, make_info(name), node_actor);
+    auto v = ask<membership_view>(register_atom::value, make_info(name),
+                                  caf::actor_cast<actor_host_actor>(node_actor));
     BOOST_REQUIRE_MESSAGE(v, why(v));
     return *v;
   }
@@ -571,7 +573,7 @@ BOOST_FIXTURE_TEST_CASE(actor_forgets_a_dead_subscriber, membership_fixture) {
   auto own = ask<actor_status>(status_atom::value);
   BOOST_REQUIRE(own);
   BOOST_CHECK_EQUAL(detail(*own, "subscribers"), "1");
-  kill(sub);
+  kill(caf::actor_cast<caf::actor>(sub));
   own = ask<actor_status>(status_atom::value);
   BOOST_REQUIRE(own);
   BOOST_CHECK_EQUAL(detail(*own, "subscribers"), "0");

@@ -230,6 +230,9 @@ BOOST_AUTO_TEST_CASE(node_and_status_round_trip) {
 BOOST_AUTO_TEST_CASE(typed_handles_round_trip) {
   // Invalid handles still exercise the registered type names of every interface.
   check(kbrl::status_actor{});
+  check(kbrl::actor_host_actor{});
+  check(kbrl::membership_listener_actor{});
+  check(kbrl::policy_listener_actor{});
   check(kbrl::membership_actor{});
   check(kbrl::node_actor{});
   check(kbrl::sampler_actor{});

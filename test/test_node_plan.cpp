@@ -7,7 +7,6 @@
 #include "test_support.hpp"
 
 #include "messages/errors.hpp"
-#include "runtime/device/devices.hpp"
 #include "runtime/node/node_plan.hpp"
 #include "runtime/node/role_plan.hpp"
 
@@ -78,12 +77,6 @@ struct manifest_fixture {
     return l;
   }
 };
-
-/// True if `gpus` can pass check_gpus() on this machine (always without CUDA).
-bool machine_has_gpus(int highest_index) {
-  const int count = cuda_device_count();
-  return count == 0 || highest_index < count;
-}
 
 std::string describe_plan(const std::vector<planned_actor>& plan) {
   std::string out;
@@ -307,20 +300,15 @@ BOOST_FIXTURE_TEST_CASE(good_launch_with_manifest, manifest_fixture) {
 }
 
 BOOST_FIXTURE_TEST_CASE(good_launch_takes_manifest_gpus_or_a_subset, manifest_fixture) {
-  auto plan = plan_node(launch({"learner"}, "head"));
-  if (!machine_has_gpus(0)) {
-    BOOST_TEST_MESSAGE("skipped: GPU 0 does not exist here");
-    return;
-  }
+  auto l = launch({"learner"}, "head");
+  l.cuda_devices = 3; // as kbrl-node would find on a three-GPU machine
+  auto plan = plan_node(l);
   BOOST_REQUIRE_MESSAGE(plan, why(plan));
   BOOST_CHECK((plan->self.gpus == std::vector<int>{0})); // no --gpu: the manifest's list
   // The defaults of run.dir and run.name, made absolute (workers change their directory).
   BOOST_CHECK_EQUAL(plan->run_dir, (std::filesystem::current_path() / "runs/kbrl").string());
-  if (!machine_has_gpus(2)) {
-    BOOST_TEST_MESSAGE("skipped the subset case: GPU 2 does not exist here");
-    return;
-  }
-  auto l = launch({"sampler", "evaluator"}, "gpu1");
+  l = launch({"sampler", "evaluator"}, "gpu1");
+  l.cuda_devices = 3;
   l.gpus = {2};
   l.gpus_given = true;
   plan = plan_node(l);
@@ -332,6 +320,20 @@ BOOST_FIXTURE_TEST_CASE(good_launch_takes_manifest_gpus_or_a_subset, manifest_fi
   plan = plan_node(l);
   BOOST_REQUIRE_MESSAGE(plan, why(plan));
   BOOST_CHECK((plan->self.gpus == std::vector<int>{1, 2}));
+}
+
+BOOST_FIXTURE_TEST_CASE(gpu_past_the_machines_last_is_refused, manifest_fixture) {
+  auto l = launch({"sampler"}, "gpu1");
+  l.gpus = {2};
+  l.gpus_given = true;
+  l.cuda_devices = 2;
+  BOOST_CHECK_EQUAL(plan_error(l), "gpu 2 requested, but this machine has 2 CUDA device(s) "
+                                   "(indices 0..1)");
+  // Without any CUDA device the GPU slots run on the CPU: accepted.
+  l.cuda_devices = 0;
+  auto plan = plan_node(l);
+  BOOST_REQUIRE_MESSAGE(plan, why(plan));
+  BOOST_CHECK((plan->self.gpus == std::vector<int>{2}));
 }
 
 BOOST_FIXTURE_TEST_CASE(config_file_then_overrides, manifest_fixture) {

@@ -7,7 +7,7 @@
 #include "cluster_fixture.hpp"
 #include "quickstart_run.hpp"
 #include "rl_run_files.hpp"
-#include "runtime/train/checkpoint.hpp"
+#include "runtime/train/checkpoint_list.hpp"
 #include "test_support.hpp"
 
 #include <boost/test/unit_test.hpp>

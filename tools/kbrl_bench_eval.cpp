@@ -11,6 +11,7 @@
 #include "actors/evaluator_supervisor.hpp"
 #include "messages/status_details.hpp"
 #include "messages/type_ids.hpp"
+#include "runtime/config/command_line.hpp"
 #include "runtime/eval/problems.hpp"
 #include "runtime/io/file_io.hpp"
 #include "runtime/io/json_writer.hpp"
@@ -144,7 +145,9 @@ int main(int argc, char** argv) {
   app.add_option("--keep", keep_dir,
                  "Work in this folder and keep it (build folders with their .ninja_log)");
   app.add_option("overrides", overrides, "Run-config overrides (eval.*), key=value");
-  CLI11_PARSE(app, argc, argv);
+  kbrl::config::add_version_flag(app, "kbrl-bench-eval");
+  if (auto status = kbrl::config::parse_command_line(app, argc, argv, 2))
+    return *status;
 
   simdjson::dom::parser parser;
   simdjson::dom::element doc;

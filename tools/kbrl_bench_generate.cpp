@@ -17,6 +17,7 @@
 // step and writes the Chrome trace to TRACE.json.
 
 #include "messages/errors.hpp"
+#include "runtime/config/command_line.hpp"
 #include "runtime/device/kernel_profile.hpp"
 #include "runtime/io/elapsed.hpp"
 #include "runtime/io/json_writer.hpp"
@@ -90,7 +91,9 @@ int main(int argc, char** argv) {
   app.add_option("--out", out_path, "Write the figures as JSON here");
   app.add_option("--profile", profile_path,
                  "Profile the first measured run's kernels; the Chrome trace goes here");
-  CLI11_PARSE(app, argc, argv);
+  kbrl::config::add_version_flag(app, "kbrl-bench-generate");
+  if (auto status = kbrl::config::parse_command_line(app, argc, argv, 2))
+    return *status;
 
   auto config = model::load_model_config(config_path);
   if (!config)

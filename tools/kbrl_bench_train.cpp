@@ -35,6 +35,7 @@
 // 790 TFLOP/s of bf16 dense matmul on an H200 (798 on an H100).
 
 #include "messages/errors.hpp"
+#include "runtime/config/command_line.hpp"
 #include "runtime/device/kernel_profile.hpp"
 #include "runtime/io/elapsed.hpp"
 #include "runtime/io/json_writer.hpp"
@@ -178,7 +179,9 @@ int main(int argc, char** argv) {
   app.add_option("--profile", profile_path,
                  "After the timed steps, profile one more step's kernels; the Chrome trace goes "
                  "here");
-  CLI11_PARSE(app, argc, argv);
+  kbrl::config::add_version_flag(app, "kbrl-bench-train");
+  if (auto status = kbrl::config::parse_command_line(app, argc, argv, 2))
+    return *status;
 
   auto config = model::load_model_config(config_path);
   if (!config)

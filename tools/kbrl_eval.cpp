@@ -21,12 +21,17 @@
 // (KernelBench/level<L>/), a folder of level<L>/ folders, or one folder of problem files.
 //
 // Exit status: 0 evaluated (whatever the verdicts), 1 a problem with the inputs, the output folder
-// or the evaluator (the message says which), 130 interrupted (re-run to continue).
+// or the evaluator (the message says which), 2 a command-line mistake, 3 nothing could be judged
+// (every sample an infrastructure failure, a failed generation or a missing file: the files are
+// written, the numbers mean nothing), 130 interrupted (re-run to continue).
 
+#include "runtime/config/command_line.hpp"
 #include "runtime/config/manifest.hpp"
 #include "runtime/config/settings.hpp"
+#include "runtime/device/devices.hpp"
 #include "runtime/episode/prompt_config.hpp"
 #include "runtime/evalcli/cluster_evaluators.hpp"
+#include "runtime/evalcli/device_check.hpp"
 #include "runtime/evalcli/eval_options.hpp"
 #include "runtime/evalcli/output_folder.hpp"
 #include "runtime/evalcli/prompt_maker.hpp"
@@ -175,7 +180,8 @@ int main(int argc, char** argv) {
     ->capture_default_str();
   app.add_option("--sampling-seed", o.sampling_seed)->capture_default_str();
   app.add_option("--chat-format", o.chat_format,
-                 "auto (from the tokenizer's template), chatml, qwen3, llama3, or none (raw)")
+                 "auto (from the tokenizer's template), chatml, qwen3, llama3, jinja (the "
+                 "tokenizer's own template through python3-jinja2), or none (raw)")
     ->capture_default_str();
   app.add_option("--tokenizer", o.tokenizer,
                  "Tokenizer (model directory or id) for prompts when it is not the model's");
@@ -187,10 +193,17 @@ int main(int argc, char** argv) {
                  "The training step the metrics are logged at (default: the --adapter "
                  "checkpoint's step, from its checkpoints.jsonl)")
     ->needs(tb_opt)->check(CLI::NonNegativeNumber);
+  app.add_option("--sample-counting", o.sample_counting,
+                 "How problems with fewer samples than others count: kernelbench (each its own "
+                 "samples, as KernelBench's calculate_pass_at_k) or padded (every problem padded "
+                 "to the largest count, a missing sample failed)")
+    ->check(CLI::IsMember({"kernelbench", "padded"}))->capture_default_str();
   app.add_option("--config", o.config,
                  "Run-config override key=value (sampler.*, eval.*), or a run config TOML file; "
                  "repeatable");
-  CLI11_PARSE(app, argc, argv);
+  kbrl::config::add_version_flag(app, "kbrl-eval");
+  if (auto status = kbrl::config::parse_command_line(app, argc, argv, 2))
+    return *status;
   o.turns_given = turns_opt->count() > 0;
   if (o.model.empty() && o.generations.empty())
     return fail("give --model PATH|ID (generate and evaluate) or --generations DIR (evaluate "
@@ -210,6 +223,9 @@ int main(int argc, char** argv) {
       return fail(m.error());
     cluster = std::move(*m);
   }
+  if (!cluster)
+    if (auto why = evalcli::device_problem(o.backend, o.gpus, cuda_device_count()))
+      return fail(*why);
   std::optional<evalcli::tensorboard_target> tensorboard;
   if (!o.tensorboard.empty()) {
     auto target = evalcli::resolve_tensorboard(o.tensorboard, o.step, o.adapter);
@@ -339,7 +355,8 @@ int main(int argc, char** argv) {
   info.wall_seconds =
     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   auto records = ctx->ledger->records();
-  auto metrics = report::compute_metrics(records);
+  auto metrics = report::compute_metrics(records, report::default_fast_p_thresholds(),
+                                         *report::parse_sample_counting(o.sample_counting));
   if (auto ok = evalcli::write_run_outputs(o.output, info, metrics, records); !ok)
     return fail(ok.error());
   if (tensorboard) {
@@ -368,5 +385,13 @@ int main(int argc, char** argv) {
   }
   std::printf("kbrl-eval: wrote %s and %s\n", (out_dir / "results.json").c_str(),
               (out_dir / "report.html").c_str());
+  const size_t judged = report::judged_samples(records);
+  if (judged == 0 && !records.empty()) {
+    std::fprintf(stderr,
+                 "kbrl-eval: no candidate could be judged: every sample is an infrastructure "
+                 "failure, a failed generation or a missing file (errors above and in "
+                 "results.json); the metrics mean nothing\n");
+    return 3;
+  }
   return 0;
 }

@@ -11,6 +11,7 @@
 // each file's static findings and exits 0 when none is an error, 1 when any file is refused.
 
 #include "messages/errors.hpp"
+#include "runtime/config/command_line.hpp"
 #include "runtime/eval/eval_engine.hpp"
 #include "runtime/eval/problems.hpp"
 #include "runtime/eval/static_report.hpp"
@@ -146,10 +147,14 @@ int main(int argc, char** argv) {
       screen.add_flag("--json", as_json, "Print the findings as JSON");
       screen.add_option("--config", cfg, "Run-config overrides, e.g. eval.rules_warn=[...]");
       screen.add_option("paths", paths, "Candidate files or directories of them")->required();
-      CLI11_PARSE(screen, argc, argv);
+      kbrl::config::add_version_flag(screen, "kbrl-eval-kernel");
+      if (auto status = kbrl::config::parse_command_line(screen, argc, argv, 3))
+        return *status;
       return static_only(paths, b, p, cfg, as_json);
     }
-  CLI11_PARSE(app, argc, argv);
+  kbrl::config::add_version_flag(app, "kbrl-eval-kernel");
+  if (auto status = kbrl::config::parse_command_line(app, argc, argv, 3))
+    return *status;
 
   auto prob = kbrl::eval::find_problem(problem_spec, roots);
   if (!prob) {

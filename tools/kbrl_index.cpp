@@ -9,10 +9,12 @@
 // entries, skipped lines and why, dimension, build time, sizes on disk.
 
 #include "messages/errors.hpp"
+#include "runtime/config/command_line.hpp"
 #include "runtime/eval/problems.hpp"
 #include "runtime/io/json_writer.hpp"
 #include "runtime/io/text.hpp"
 #include "runtime/retrieval/index_store.hpp"
+#include "runtime/retrieval/model_embedder.hpp"
 #include "runtime/retrieval/retriever.hpp"
 #include "runtime/retrieval/source_keys.hpp"
 
@@ -303,6 +305,7 @@ int info(const std::string& dir) {
 } // namespace
 
 int main(int argc, char** argv) {
+  kbrl::retrieval::install_model_embedder(); // --embedder model:PATH
   CLI::App app{"kbrl-index: build and query retrieval indexes of example kernels"};
   app.require_subcommand(1);
 
@@ -355,7 +358,9 @@ int main(int argc, char** argv) {
   auto* ic = app.add_subcommand("info", "What an index holds and how it was built");
   ic->add_option("dir", info_dir, "Index directory")->required();
 
-  CLI11_PARSE(app, argc, argv);
+  kbrl::config::add_version_flag(app, "kbrl-index");
+  if (auto status = kbrl::config::parse_command_line(app, argc, argv, 2))
+    return *status;
   try {
     if (*bc)
       return build(b);

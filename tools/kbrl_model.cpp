@@ -8,6 +8,7 @@
 // downloaded into the Hugging Face cache (HF_TOKEN, HF_ENDPOINT, HF_HUB_OFFLINE apply).
 
 #include "messages/errors.hpp"
+#include "runtime/config/command_line.hpp"
 #include "runtime/hub/resolve_model.hpp"
 #include "runtime/model/generation_engine.hpp"
 #include "runtime/model/lora_adapter.hpp"
@@ -236,7 +237,9 @@ int main(int argc, char** argv) {
   gen->add_option("--device", g.device, "cpu, cuda, cuda:1, ...")->capture_default_str();
   gen->add_option("--dtype", g.dtype)->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
     ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  kbrl::config::add_version_flag(app, "kbrl-model");
+  if (auto status = kbrl::config::parse_command_line(app, argc, argv, 2))
+    return *status;
 
   auto dir = hub::resolve_model(model_ref, hub::hub_options_from_environment());
   if (!dir)

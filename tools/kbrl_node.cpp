@@ -8,7 +8,9 @@
 //   kbrl-node --role all --resume runs/kbrl rl.steps=200        (continue that run)
 
 #include "messages/errors.hpp"
+#include "runtime/config/command_line.hpp"
 #include "runtime/config/manifest.hpp"
+#include "runtime/device/devices.hpp"
 #include "tools/node/run_node.hpp"
 
 #include <CLI/CLI.hpp>
@@ -44,7 +46,9 @@ int main(int argc, char** argv) {
   app.add_flag("--list-nodes", list_nodes,
                "Print the manifest's node names, one per line, and exit (for scripts)");
   app.add_option("overrides", launch.overrides, "Run-config overrides, key.sub=value");
-  CLI11_PARSE(app, argc, argv);
+  kbrl::config::add_version_flag(app, "kbrl-node");
+  if (auto status = kbrl::config::parse_command_line(app, argc, argv, 2))
+    return *status;
 
   if (list_nodes) {
     if (launch.manifest_path.empty()) {
@@ -73,6 +77,7 @@ int main(int argc, char** argv) {
     }
   }
   launch.gpus_given = !gpus_text.empty();
+  launch.cuda_devices = kbrl::cuda_device_count();
   auto plan = kbrl::plan_node(launch);
   if (!plan) {
     std::fprintf(stderr, "kbrl-node: %s\n", kbrl::describe(plan.error()).c_str());

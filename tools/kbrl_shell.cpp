@@ -5,6 +5,7 @@
 //   kbrl-shell head:4242 --manifest cluster.toml   TLS: the manifest names CA and shell certificate
 
 #include "messages/type_ids.hpp"
+#include "runtime/config/command_line.hpp"
 #include "runtime/config/manifest.hpp"
 #include "runtime/shell/shell_session.hpp"
 
@@ -79,7 +80,9 @@ int main(int argc, char** argv) {
   app.add_option("--cert", cert, "Shell certificate (PEM), overriding the manifest's");
   app.add_option("--key", key, "Shell private key (PEM), overriding the manifest's");
   app.add_option("--timeout", timeout_s, "Seconds to wait for an answer")->check(CLI::PositiveNumber);
-  CLI11_PARSE(app, argc, argv);
+  kbrl::config::add_version_flag(app, "kbrl-shell");
+  if (auto status = kbrl::config::parse_command_line(app, argc, argv, 2))
+    return *status;
 
   auto colon = endpoint.rfind(':');
   int port = 0;

@@ -18,6 +18,7 @@
 // command-line arguments.
 
 #include "messages/errors.hpp"
+#include "runtime/config/command_line.hpp"
 #include "runtime/config/settings.hpp"
 #include "runtime/episode/prompt_config.hpp"
 #include "runtime/eval/python_probe.hpp"
@@ -171,7 +172,9 @@ int main(int argc, char** argv) {
   app.add_option("--measure", measure_samples,
                  "Sample this many completions per problem and report parse/compile/correct")
     ->check(CLI::Range(0, 1024));
-  CLI11_PARSE(app, argc, argv);
+  kbrl::config::add_version_flag(app, "kbrl-warmstart");
+  if (auto status = kbrl::config::parse_command_line(app, argc, argv, 2))
+    return *status;
 
   if (output.empty() && (measure_samples == 0 || policy.empty())) {
     std::fprintf(stderr, "kbrl-warmstart: give --output DIR (and --solutions) to train, or "

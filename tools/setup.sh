@@ -13,6 +13,7 @@ packages=(
   libgloo-dev                     # Gloo's headers: c10d's CPU all-reduce (data-parallel learner)
   libopenblas0-pthread            # without it libtorch matmuls are ~20x slower on CPU
   python3-numpy pybind11-dev      # load_inline builds need pybind11 headers (Debian torch lacks them)
+  python3-jinja2                  # models' own chat templates (tools/kbrl_chat_template.py)
   bubblewrap                      # evaluation workers: network-less, read-only sandbox
   libseccomp-dev                  # evaluation workers: no unix sockets (seccomp filter)
   libutf8proc-dev                 # Unicode normalization (NFC) for tokenizers

@@ -9,6 +9,7 @@
 //                        [--workdir DIR] [--threads 0] [--seed 1]
 
 #include "messages/errors.hpp"
+#include "runtime/config/command_line.hpp"
 #include "runtime/retrieval/index_store.hpp"
 #include "runtime/retrieval/lexical_embedder.hpp"
 #include "runtime/retrieval/retriever.hpp"
@@ -187,7 +188,9 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "Build threads; 0: all cores")->capture_default_str();
   app.add_option("--seed", seed, "Generator seed")->capture_default_str();
   app.add_option("--workdir", workdir, "Where the corpus and index go (default: a temp dir)");
-  CLI11_PARSE(app, argc, argv);
+  kbrl::config::add_version_flag(app, "kbrl-bench-retrieval");
+  if (auto status = kbrl::config::parse_command_line(app, argc, argv, 2))
+    return *status;
 
   const bool own_dir = workdir.empty();
   if (own_dir)

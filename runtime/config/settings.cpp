@@ -266,7 +266,9 @@ const std::vector<setting>& all_settings() {
      {}, 1, 1000000},
     {"rl.chat_format", setting_kind::string, "\"auto\"",
      "How prompts are rendered for the policy: auto (recognised from the model's chat "
-     "template) or forced: chatml, qwen3, llama3.", {"auto", "chatml", "qwen3", "llama3"}},
+     "template; templates without a C++ renderer go to jinja) or forced: chatml, qwen3, "
+     "llama3, jinja (the model's own template through python3-jinja2, as transformers).",
+     {"auto", "chatml", "qwen3", "llama3", "jinja"}},
     {"problems.root", setting_kind::string, "\"\"",
      "KernelBench checkout or folder with level<N>/ folders of problem files; empty: "
      "$KERNELBENCH_ROOT."},

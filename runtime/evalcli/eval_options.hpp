@@ -38,6 +38,9 @@ struct eval_options {
   std::string chat_format = "auto", tokenizer;
   std::string tensorboard; ///< a training run's folder or a TensorBoard log folder; "" = none
   int64_t step = -1;       ///< -1: the --adapter checkpoint's step
+  /// --sample-counting: kernelbench (each problem's own samples, as KernelBench) or padded
+  /// (every problem padded to the largest count, missing samples failed); eval_metrics.hpp.
+  std::string sample_counting = "kernelbench";
   std::vector<std::string> config; ///< --config: TOML files and key=value overrides, in order
 };
 

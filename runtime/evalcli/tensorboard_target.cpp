@@ -1,7 +1,7 @@
 #include "runtime/evalcli/tensorboard_target.hpp"
 
 #include "messages/errors.hpp"
-#include "runtime/train/checkpoint.hpp"
+#include "runtime/train/checkpoint_list.hpp"
 
 #include <filesystem>
 

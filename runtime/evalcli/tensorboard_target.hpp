@@ -8,7 +8,7 @@
 //   --step N            the step; without it, the step of the --adapter checkpoint: the adapter
 //                       is <root>/step-NNNNNN/adapter (or the step folder itself) of a learner's
 //                       checkpoints, and <root>/checkpoints.jsonl lists that folder with its step
-//                       (runtime/train/checkpoint.hpp).
+//                       (runtime/train/checkpoint_list.hpp).
 
 #include <caf/expected.hpp>
 

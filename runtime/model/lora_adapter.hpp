@@ -56,7 +56,8 @@ struct lora_config {
   bool use_rslora = false;   ///< scaling lora_alpha / sqrt(r) instead of lora_alpha / r
   /// Layer indices the adapter applies to; nullopt: all.
   std::optional<std::vector<int64_t>> layers_to_transform;
-  std::string base_model_name_or_path; ///< informational
+  /// The base model's hub id or directory; PEFT's AutoPeftModel loads the base from it.
+  std::string base_model_name_or_path;
 
   /// lora_alpha / r, or lora_alpha / sqrt(r) with use_rslora.
   double scaling() const;

@@ -1,9 +1,11 @@
 #include "runtime/node/node_plan.hpp"
 
+#include "messages/error_codes.hpp"
 #include "messages/errors.hpp"
-#include "runtime/device/devices.hpp"
+#include "runtime/device/gpu_indices.hpp"
 #include "runtime/eval/python_probe.hpp"
 #include "runtime/io/text.hpp"
+#include "runtime/io/tool_scripts.hpp"
 #include "runtime/node/rl_run_dir.hpp"
 #include "runtime/train/learner_settings.hpp"
 
@@ -60,16 +62,7 @@ std::chrono::milliseconds seconds_setting(const config::run_config& run, const s
 } // namespace
 
 std::string default_worker_script() {
-  // Installed or build-tree layouts first (tools/ next to the executable's parent), then the
-  // source tree this binary was built from.
-  std::error_code ec;
-  auto exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec)
-    for (auto dir : {exe.parent_path().parent_path() / "tools",
-                     exe.parent_path().parent_path() / "share/kbrl/tools"})
-      if (fs::exists(dir / "kbrl_eval_worker.py"))
-        return (dir / "kbrl_eval_worker.py").string();
-  return std::string(KBRL_SOURCE_DIR) + "/tools/kbrl_eval_worker.py";
+  return io::tool_script("kbrl_eval_worker.py");
 }
 
 eval::engine_options evaluation_engine_options(const config::run_config& run) {
@@ -176,8 +169,8 @@ caf::expected<node_plan> plan_node(const node_launch& launch) {
   std::sort(plan.self.gpus.begin(), plan.self.gpus.end());
   if (std::adjacent_find(plan.self.gpus.begin(), plan.self.gpus.end()) != plan.self.gpus.end())
     return make_error(errc::invalid_config, "--gpu: a GPU is listed twice");
-  if (auto ok = check_gpus(plan.self.gpus); !ok)
-    return ok.error();
+  if (auto ok = check_gpus(plan.self.gpus, launch.cuda_devices); !ok)
+    return make_error(errc::invalid_config, error_text(ok.error())); // a launch error like the rest
   fs::path resume_dir;
   if (!launch.resume_dir.empty()) {
     if (!launch.config_path.empty())

@@ -30,6 +30,9 @@ struct node_launch {
   /// --resume RUN_DIR: continue the RL run in that directory with its config.toml (overrides
   /// apply on top, e.g. rl.steps=200).
   std::string resume_dir;
+  /// CUDA devices this machine has (kbrl-node asks libtorch: cuda_device_count()); the --gpu
+  /// list is checked against it. 0: none, GPU slots run on the CPU.
+  int cuda_devices = 0;
 };
 
 /// A launch checked against manifest and config: everything needed to start.

@@ -3,7 +3,7 @@
 #include "messages/errors.hpp"
 #include "runtime/episode/coordinator_checkpoint.hpp"
 #include "runtime/io/file_io.hpp"
-#include "runtime/train/checkpoint.hpp"
+#include "runtime/train/checkpoint_list.hpp"
 
 #include <fmt/format.h>
 #include <simdjson.h>

@@ -234,8 +234,8 @@ caf::expected<rl_run_inputs> load_rl_inputs(const rl_run_settings& settings) {
   if (!chat)
     return make_error(errc::invalid_config,
                       "the policy model's chat format (" + dir->string() + "): "
-                        + describe(chat.error()) + " (set rl.chat_format to chatml, qwen3 or "
-                        "llama3 to force one)");
+                        + describe(chat.error()) + " (set rl.chat_format to chatml, qwen3, "
+                        "llama3 or jinja to force one)");
   in.tokenizer = std::make_shared<const tok::tokenizer>(std::move(*tokenizer));
   in.chat = std::make_shared<const tok::chat_format>(std::move(*chat));
   return in;

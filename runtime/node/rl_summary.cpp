@@ -2,7 +2,7 @@
 
 #include "runtime/episode/coordinator_checkpoint.hpp"
 #include "runtime/io/clock.hpp"
-#include "runtime/train/checkpoint.hpp"
+#include "runtime/train/checkpoint_list.hpp"
 
 #include <fmt/format.h>
 #include <simdjson.h>

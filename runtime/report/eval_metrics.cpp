@@ -54,21 +54,71 @@ std::vector<const sample_record*> outcomes(const problem_entry& p, int32_t t,
   return out;
 }
 
+/// The outcomes that count as samples: with kernelbench counting, the missing ones do not.
+std::vector<const sample_record*> counted(const std::vector<const sample_record*>& outs,
+                                          sample_counting counting) {
+  if (counting == sample_counting::padded)
+    return outs;
+  std::vector<const sample_record*> out;
+  for (auto* r : outs)
+    if (r->error != missing_error)
+      out.push_back(r);
+  return out;
+}
+
+/// pass@k over problems given as (samples, correct), k = 1.. as the counting says, and how many
+/// problems it averages over.
+std::pair<std::vector<double>, size_t>
+pass_at_k_curve(const std::vector<std::pair<size_t, size_t>>& n_c, sample_counting counting) {
+  std::vector<double> curve;
+  if (counting == sample_counting::padded) {
+    if (n_c.empty())
+      return {curve, 0};
+    size_t fewest = std::numeric_limits<size_t>::max();
+    for (auto& nc : n_c)
+      fewest = std::min(fewest, nc.first);
+    for (size_t k = 1; k <= fewest; ++k) {
+      double sum = 0;
+      for (auto& [n, c] : n_c)
+        sum += pass_at_k(static_cast<int64_t>(n), static_cast<int64_t>(c),
+                         static_cast<int64_t>(k));
+      curve.push_back(sum / static_cast<double>(n_c.size()));
+    }
+    return {curve, n_c.size()};
+  }
+  // KernelBench: problems with samples; one with fewer than k adds 0 to pass@k.
+  size_t most = 0, with_samples = 0;
+  for (auto& nc : n_c) {
+    most = std::max(most, nc.first);
+    with_samples += nc.first > 0 ? 1 : 0;
+  }
+  for (size_t k = 1; k <= most; ++k) {
+    double sum = 0;
+    for (auto& [n, c] : n_c)
+      if (n >= k)
+        sum += pass_at_k(static_cast<int64_t>(n), static_cast<int64_t>(c),
+                         static_cast<int64_t>(k));
+    curve.push_back(sum / static_cast<double>(with_samples));
+  }
+  return {curve, with_samples};
+}
+
 /// KernelBench's verdict through the same metrics: rate, pass@k, fast_p (first sample).
 void kernelbench_metrics(metric_group& g, const std::vector<const problem_entry*>& probs,
-                         int32_t turn, const std::vector<double>& thresholds) {
+                         int32_t turn, const std::vector<double>& thresholds,
+                         sample_counting counting) {
   g.kernelbench_fast_p.assign(thresholds.size(), 0);
-  size_t fewest = std::numeric_limits<size_t>::max(), samples = 0;
+  size_t samples = 0;
   std::vector<std::pair<size_t, size_t>> n_c;
   for (auto* p : probs) {
     auto outs = outcomes(*p, turn, kernelbench_verdict);
+    auto present = counted(outs, counting);
     size_t correct = 0;
-    for (auto* r : outs)
+    for (auto* r : present)
       correct += r->kernelbench_correct ? 1 : 0;
-    samples += outs.size();
+    samples += present.size();
     g.kernelbench_correct += correct;
-    n_c.emplace_back(outs.size(), correct);
-    fewest = std::min(fewest, outs.size());
+    n_c.emplace_back(present.size(), correct);
     for (size_t i = 0; i < thresholds.size(); ++i)
       if (!outs.empty() && outs.front()->kernelbench_correct
           && outs.front()->speedup > thresholds[i])
@@ -82,12 +132,7 @@ void kernelbench_metrics(metric_group& g, const std::vector<const problem_entry*
   const double np = static_cast<double>(probs.size());
   for (auto& f : g.kernelbench_fast_p)
     f /= np;
-  for (size_t k = 1; k <= fewest; ++k) {
-    double sum = 0;
-    for (auto& [n, c] : n_c)
-      sum += pass_at_k(static_cast<int64_t>(n), static_cast<int64_t>(c), static_cast<int64_t>(k));
-    g.kernelbench_pass_at_k.push_back(sum / np);
-  }
+  g.kernelbench_pass_at_k = pass_at_k_curve(n_c, counting).first;
 }
 
 bool fast(const sample_record& r, double p) { return r.correct && r.speedup > p; }
@@ -96,7 +141,8 @@ bool fast_vs_compile(const sample_record& r, double p) {
 }
 
 metric_group make_group(const std::string& name, const std::vector<const problem_entry*>& probs,
-                        int32_t turn, const std::vector<double>& thresholds) {
+                        int32_t turn, const std::vector<double>& thresholds,
+                        sample_counting counting) {
   metric_group g;
   g.name = name;
   g.problems = probs.size();
@@ -104,16 +150,17 @@ metric_group make_group(const std::string& name, const std::vector<const problem
   g.fast_p_best.assign(thresholds.size(), 0);
   std::vector<double> fast_compile(thresholds.size(), 0);
   double log_sum = 0, log_sum_compile = 0;
-  size_t fewest = std::numeric_limits<size_t>::max();
   std::vector<std::pair<size_t, size_t>> n_c; // per problem: samples, correct
   for (auto* p : probs) {
     auto outs = outcomes(*p, turn);
+    for (auto* r : outs)
+      ++g.errors[r->error]; // "missing" included whatever the counting
+    auto present = counted(outs, counting);
     size_t correct = 0;
-    for (auto* r : outs) {
+    for (auto* r : present) {
       ++g.samples;
       g.compiled += r->compiled ? 1 : 0;
       correct += r->correct ? 1 : 0;
-      ++g.errors[r->error];
       for (auto& flag : std::set<std::string>(r->hack_flags.begin(), r->hack_flags.end()))
         ++g.hack_flags[flag];
       if (r->correct && r->speedup > 0) {
@@ -126,8 +173,7 @@ metric_group make_group(const std::string& name, const std::vector<const problem
       }
     }
     g.correct += correct;
-    n_c.emplace_back(outs.size(), correct);
-    fewest = std::min(fewest, outs.size());
+    n_c.emplace_back(present.size(), correct);
     for (size_t i = 0; i < thresholds.size(); ++i) {
       // fast_p scores the first sample, as KernelBench (sample_id 0); best-of-N apart.
       if (!outs.empty() && fast(*outs.front(), thresholds[i]))
@@ -150,15 +196,9 @@ metric_group make_group(const std::string& name, const std::vector<const problem
       g.fast_p_best[i] /= np;
       fast_compile[i] /= np;
     }
-    for (size_t k = 1; k <= fewest; ++k) {
-      double sum = 0;
-      for (auto& [n, c] : n_c)
-        sum += pass_at_k(static_cast<int64_t>(n), static_cast<int64_t>(c),
-                         static_cast<int64_t>(k));
-      g.pass_at_k.push_back(sum / np);
-    }
+    std::tie(g.pass_at_k, g.pass_at_k_problems) = pass_at_k_curve(n_c, counting);
   }
-  kernelbench_metrics(g, probs, turn, thresholds);
+  kernelbench_metrics(g, probs, turn, thresholds, counting);
   if (g.timed_correct > 0)
     g.geomean_speedup = std::exp(log_sum / static_cast<double>(g.timed_correct));
   if (g.compile_timed_correct > 0) {
@@ -183,6 +223,18 @@ double pass_at_k(int64_t n, int64_t c, int64_t k) {
   return 1.0 - none_correct;
 }
 
+const char* to_string(sample_counting counting) {
+  return counting == sample_counting::kernelbench ? "kernelbench" : "padded";
+}
+
+std::optional<sample_counting> parse_sample_counting(const std::string& text) {
+  if (text == "kernelbench")
+    return sample_counting::kernelbench;
+  if (text == "padded")
+    return sample_counting::padded;
+  return std::nullopt;
+}
+
 const std::vector<double>& default_fast_p_thresholds() {
   static const std::vector<double> p{0.0, 0.5, 0.8, 1.0, 1.5, 2.0};
   return p;
@@ -198,9 +250,10 @@ std::string fast_p_name(double p) {
 }
 
 eval_metrics compute_metrics(const std::vector<sample_record>& records,
-                             const std::vector<double>& thresholds) {
+                             const std::vector<double>& thresholds, sample_counting counting) {
   eval_metrics m;
   m.thresholds = thresholds;
+  m.counting = counting;
   // Problems ordered by (level, number, id); each sample's turns by turn.
   std::map<std::tuple<int32_t, int32_t, std::string>, problem_entry> by_problem;
   int32_t last_turn = 0;
@@ -226,25 +279,28 @@ eval_metrics compute_metrics(const std::vector<sample_record>& records,
     all.push_back(&p);
     per_level[p.level].push_back(&p);
   }
-  m.overall = make_group("all", all, last_turn, thresholds);
+  m.overall = make_group("all", all, last_turn, thresholds, counting);
   for (auto& [level, probs] : per_level)
-    m.levels.push_back(make_group("level" + std::to_string(level), probs, last_turn, thresholds));
+    m.levels.push_back(
+      make_group("level" + std::to_string(level), probs, last_turn, thresholds, counting));
   if (last_turn > 0)
     for (int32_t t = 0; t <= last_turn; ++t)
-      m.turns.push_back(make_group("turn " + std::to_string(t), all, t, thresholds));
+      m.turns.push_back(make_group("turn " + std::to_string(t), all, t, thresholds, counting));
   for (auto* p : all) {
     problem_summary s;
     s.problem = p->problem;
     s.level = p->level;
     s.number = p->number;
     auto outs = outcomes(*p, last_turn);
-    s.samples = outs.size();
-    for (auto* r : outs) {
+    auto present = counted(outs, counting);
+    s.samples = present.size();
+    for (auto* r : present) {
       s.correct += r->correct ? 1 : 0;
       if (r->correct)
         s.best_speedup = std::max(s.best_speedup, r->speedup);
-      ++s.errors[r->error];
     }
+    for (auto* r : outs)
+      ++s.errors[r->error];
     if (!outs.empty()) {
       s.first_correct = outs.front()->correct;
       s.first_speedup = outs.front()->correct ? outs.front()->speedup : 0;

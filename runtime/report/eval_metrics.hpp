@@ -5,7 +5,20 @@
 //   correct rate     correct samples / samples (compiled rate likewise)
 //   pass@k           per problem with n samples of which c are correct, the unbiased estimator
 //                    1 - C(n-c, k) / C(n, k) (HumanEval's), computed as a product so that it
-//                    never overflows; averaged over the problems. Reported for k = 1..n.
+//                    never overflows; averaged over the problems.
+//
+// Samples that have no file (kbrl-eval --generations with uneven counts per problem) are
+// counted one of two ways (sample_counting):
+//   kernelbench (the default) as KernelBench's calculate_pass_at_k (scripts/
+//                    eval_from_generations.py): each problem has its own n, the samples it has;
+//                    the rates count those only; pass@k is reported for k = 1..(most samples of
+//                    a problem) and averages over the problems with at least one sample, a
+//                    problem with fewer than k samples adding 0 (KernelBench stores its value
+//                    under pass@n, not pass@k).
+//   padded           every problem is padded to the largest count and a missing sample is a
+//                    failed one (kbrl-eval before issue 18); pass@k for k = 1..n.
+// fast_p is the same in both: a problem whose first sample is missing is not fast (KernelBench
+// patches it in as incorrect). "missing" is always listed among the error categories.
 //   fast_p           share of ALL problems of the group whose sample is correct and more than p
 //                    times faster than the reference (speedup > p, strictly: a speedup equal to
 //                    p does not count). Several samples per problem: as KernelBench, which scores
@@ -36,6 +49,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,16 +63,27 @@ double pass_at_k(int64_t n, int64_t c, int64_t k);
 /// KernelBench's speedup thresholds: 0, 0.5, 0.8, 1.0, 1.5, 2.0.
 const std::vector<double>& default_fast_p_thresholds();
 
+/// How samples without a file count (see the top of this file).
+enum class sample_counting { kernelbench, padded };
+
+const char* to_string(sample_counting counting);
+
+/// "kernelbench" or "padded"; nullopt for anything else.
+std::optional<sample_counting> parse_sample_counting(const std::string& text);
+
 /// The metrics of one group of problems (all of them, one level, or the outcome after one turn).
 struct metric_group {
   std::string name;                 ///< "all", "level1", "turn 0", ...
   size_t problems = 0;
-  size_t samples = 0;               ///< sample outcomes (one per sample, best-of-turns)
+  size_t samples = 0;               ///< sample outcomes (one per sample, best-of-turns); with
+                                    ///< kernelbench counting, missing samples are not among them
   size_t compiled = 0;
   size_t correct = 0;
   double compiled_rate = 0;         ///< compiled / samples
   double correct_rate = 0;          ///< correct / samples
-  std::vector<double> pass_at_k;    ///< [k-1] = pass@k, for k = 1..(fewest samples of a problem)
+  std::vector<double> pass_at_k;    ///< [k-1] = pass@k (k up to the most samples of a problem
+                                    ///< with kernelbench counting, the fewest when padded)
+  size_t pass_at_k_problems = 0;    ///< the problems pass@k averages over
   std::vector<double> fast_p;       ///< per threshold: first sample of each problem (KernelBench)
   std::vector<double> fast_p_best;  ///< per threshold: best sample of each problem (best-of-N)
   size_t timed_correct = 0;         ///< correct samples with a speedup > 0
@@ -92,6 +117,7 @@ struct problem_summary {
 /// Everything the report, results.json and TensorBoard show.
 struct eval_metrics {
   std::vector<double> thresholds;   ///< the fast_p thresholds p
+  sample_counting counting = sample_counting::kernelbench;
   size_t max_samples = 0;           ///< most samples of one problem
   size_t max_turns = 0;             ///< most turns of one sample
   metric_group overall;
@@ -103,7 +129,8 @@ struct eval_metrics {
 
 /// The metrics of `records` (any order; several turns of a sample are told apart by `turn`).
 eval_metrics compute_metrics(const std::vector<sample_record>& records,
-                             const std::vector<double>& thresholds = default_fast_p_thresholds());
+                             const std::vector<double>& thresholds = default_fast_p_thresholds(),
+                             sample_counting counting = sample_counting::kernelbench);
 
 /// The metrics as named scalars ("eval/correct_rate", "eval/pass@1", "eval/fast_1.0",
 /// "eval/level1/fast_1.0", "eval/turn1/correct_rate", "eval/errors/compile",

@@ -110,6 +110,7 @@ void write_group(json_writer& w, const metric_group& g, const std::vector<double
   for (size_t k = 1; k <= g.pass_at_k.size(); ++k)
     w.field(std::to_string(k), g.pass_at_k[k - 1]);
   w.end_object();
+  w.field("pass_at_k_problems", static_cast<uint64_t>(g.pass_at_k_problems));
   w.key("fast_p").begin_object();
   for (size_t i = 0; i < thresholds.size(); ++i)
     w.field(threshold_key(thresholds[i]), g.fast_p[i]);
@@ -470,7 +471,15 @@ std::string results_json(const run_info& info, const eval_metrics& m,
   w.field("max_samples", static_cast<uint64_t>(m.max_samples))
     .field("max_turns", static_cast<uint64_t>(m.max_turns))
     .field("fast_p_scores", "the first sample of each problem (KernelBench); fast_p_best_of_n: "
-                            "any sample");
+                            "any sample")
+    .field("sample_counting", to_string(m.counting))
+    .field("sample_counting_means",
+           m.counting == sample_counting::kernelbench
+             ? "as KernelBench's calculate_pass_at_k: each problem counts the samples it has "
+               "(missing ones are not samples); pass@k averages over the problems with samples, "
+               "one with fewer than k adding 0"
+             : "every problem padded to the largest sample count, a missing sample counting as "
+               "a failed one (kbrl-eval --sample-counting padded)");
   w.field("speedup_reference", info.reference == "compile"
                                   ? "torch.compile (default mode) of the reference"
                                   : "the eager PyTorch reference");

@@ -84,4 +84,18 @@ inline void take_verdict(sample_record& r, const eval_result& v) {
   r.node = v.evaluator.substr(0, v.evaluator.find('/'));
 }
 
+/// True when the verdict says something about the candidate itself; false for an infrastructure
+/// failure, a failed generation or a missing file (nothing was judged).
+inline bool judged(const sample_record& r) {
+  return r.error != "infrastructure" && r.error != generation_error && r.error != missing_error;
+}
+
+/// How many records were judged (kbrl-eval exits 3 when none was).
+inline size_t judged_samples(const std::vector<sample_record>& records) {
+  size_t n = 0;
+  for (auto& r : records)
+    n += judged(r) ? 1 : 0;
+  return n;
+}
+
 } // namespace kbrl::report

@@ -2,7 +2,19 @@
 
 #include "messages/errors.hpp"
 
+#include <atomic>
+
 namespace kbrl::retrieval {
+
+namespace {
+
+std::atomic<model_embedder_loader> installed_model_loader{nullptr};
+
+} // namespace
+
+void set_model_embedder_loader(model_embedder_loader loader) {
+  installed_model_loader.store(loader);
+}
 
 caf::expected<embedder_spec> parse_embedder_spec(const std::string& text) {
   if (text == "builtin")
@@ -48,10 +60,13 @@ caf::expected<std::unique_ptr<embedder>> make_embedder(const embedder_spec& spec
   }
   if (spec.kind == "model") {
     settings.model.path = spec.location;
-    auto e = model_embedder::load(settings.model);
-    if (!e)
-      return std::move(e.error());
-    return std::unique_ptr<embedder>(std::move(*e));
+    auto load = installed_model_loader.load();
+    if (load == nullptr)
+      return make_error(errc::not_supported,
+                        "embedder model:" + spec.location
+                          + ": this program runs no models (it was linked without kbrl's torch "
+                            "library); use kbrl-index or kbrl-node");
+    return load(settings.model);
   }
   return make_error(errc::invalid_argument, "unknown embedder kind \"" + spec.kind + "\"");
 }

@@ -42,8 +42,18 @@ struct embedder_settings {
   model_embedder_options model;
 };
 
+/// How a model embedder is loaded. kbrl's torch library has the loader (model_embedder.hpp:
+/// install_model_embedder()); programs that offer model:PATH install it at start, so that this
+/// file, the index and the retriever stay free of torch.
+using model_embedder_loader =
+  caf::expected<std::unique_ptr<embedder>> (*)(const model_embedder_options& options);
+
+/// Installs the loader make_embedder() uses for model:PATH (the last one installed wins).
+void set_model_embedder_loader(model_embedder_loader loader);
+
 /// An embedder as `spec` says. The built-in one weighs features with `idf` (the corpus's when
-/// building, the index's when querying). Fails with the embedder's own errors.
+/// building, the index's when querying). Fails with the embedder's own errors; model:PATH fails
+/// with errc::not_supported in a program that installed no model loader.
 caf::expected<std::unique_ptr<embedder>> make_embedder(const embedder_spec& spec,
                                                        embedder_settings settings,
                                                        idf_table idf = {});

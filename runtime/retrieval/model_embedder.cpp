@@ -1,4 +1,5 @@
 #include "runtime/retrieval/model_embedder.hpp"
+#include "runtime/retrieval/embedder_spec.hpp"
 
 #include "messages/errors.hpp"
 #include "runtime/model/attention.hpp"
@@ -197,6 +198,16 @@ caf::expected<std::vector<float>> model_embedder::embed(const std::vector<std::s
                                           + ": the hidden states hold non-finite values");
   normalize_rows(out, static_cast<int32_t>(hidden));
   return out;
+}
+
+void install_model_embedder() {
+  set_model_embedder_loader(
+    [](const model_embedder_options& options) -> caf::expected<std::unique_ptr<embedder>> {
+      auto e = model_embedder::load(options);
+      if (!e)
+        return std::move(e.error());
+      return std::unique_ptr<embedder>(std::move(*e));
+    });
 }
 
 } // namespace kbrl::retrieval

@@ -70,4 +70,8 @@ private:
   std::unique_ptr<impl> impl_;
 };
 
+/// Lets make_embedder() (embedder_spec.hpp) load model:PATH embedders in this program. Called
+/// once at start by every program that links kbrl's torch library and offers retrieval.
+void install_model_embedder();
+
 } // namespace kbrl::retrieval

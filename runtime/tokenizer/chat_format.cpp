@@ -73,8 +73,9 @@ caf::error check_messages(const std::vector<chat_message>& messages) {
 }
 
 std::string renderers_hint() {
-  return "kbrl renders \"chatml\" (Qwen2/Qwen2.5 ChatML), \"qwen3\" (ChatML with <think>) and "
-         "\"llama3\"; force one by giving its name instead of recognising the template";
+  return "kbrl renders \"chatml\" (Qwen2/Qwen2.5 ChatML), \"qwen3\" (ChatML with <think>), "
+         "\"llama3\" and \"jinja\" (a tokenizer's own template); force one by giving its name "
+         "instead of recognising the template";
 }
 
 } // namespace
@@ -120,7 +121,7 @@ std::optional<std::string> chatml_default_system_prompt(std::string_view t) {
 }
 
 const std::vector<std::string>& chat_format::names() {
-  static const std::vector<std::string> all{"chatml", "qwen3", "llama3"};
+  static const std::vector<std::string> all{"chatml", "qwen3", "llama3", "jinja"};
   return all;
 }
 
@@ -132,31 +133,43 @@ caf::expected<chat_format> chat_format::by_name(std::string_view name) {
     s.family = chat_family::qwen3;
   else if (name == "llama3")
     s.family = chat_family::llama3;
+  else if (name == "jinja")
+    s.family = chat_family::jinja;
   else
     return make_error(errc::invalid_argument, "unknown chat format \"" + std::string{name}
                                                 + "\"; expected one of " + join(names(), ", "));
   return chat_format{std::move(s)};
 }
 
+chat_format chat_format::jinja(std::string_view chat_template, const template_tokens& tokens) {
+  chat_format_settings s;
+  s.family = chat_family::jinja;
+  s.jinja_template = std::string{chat_template};
+  for (auto& [name, value] : {std::pair{"bos_token", tokens.bos}, std::pair{"eos_token", tokens.eos},
+                              std::pair{"pad_token", tokens.pad}})
+    if (value)
+      s.jinja_variables.strings[name] = *value;
+  s.jinja_end_of_turn = tokens.eos.value_or("");
+  if (tokens.bos)
+    s.bos_token = *tokens.bos;
+  return chat_format{std::move(s)};
+}
+
 caf::expected<chat_format> chat_format::from_template(std::string_view t,
-                                                      const std::optional<std::string>& bos,
+                                                      const template_tokens& tokens,
                                                       const std::string& source) {
   if (trim(t).empty())
     return make_error(errc::not_supported,
                       source + " is empty, so no renderer can be recognised; " + renderers_hint());
   chat_format_settings s;
-  if (bos)
-    s.bos_token = *bos;
+  if (tokens.bos)
+    s.bos_token = *tokens.bos;
   if (contains(t, "<|im_start|>") && contains(t, "<|im_end|>")) {
     if (contains(t, "enable_thinking") || contains(t, "reasoning_content")) {
       s.family = chat_family::qwen3;
     } else if (contains(t, "<think>")) {
-      // QwQ and other reasoning models have their own rules for <think>; guessing one of
-      // ours would render silently wrong text.
-      return make_error(errc::not_supported,
-                        source + " is a ChatML template with its own <think> handling that is "
-                                 "neither Qwen2.5's nor Qwen3's; "
-                          + renderers_hint());
+      // QwQ and other reasoning models have their own rules for <think>: their own template.
+      return jinja(t, tokens);
     } else {
       s.family = chat_family::chatml;
       s.default_system_prompt = chatml_default_system_prompt(t);
@@ -165,28 +178,26 @@ caf::expected<chat_format> chat_format::from_template(std::string_view t,
   }
   if (contains(t, "<|start_header_id|>") && contains(t, "<|end_header_id|>")
       && contains(t, "<|eot_id|>")) {
-    if (contains(t, "Cutting Knowledge Date"))
-      return make_error(errc::not_supported,
-                        source + " is a Llama 3.1+ template (it writes a \"Cutting Knowledge "
-                                 "Date\" system header and tool calls), which kbrl does not "
-                                 "render exactly; "
-                          + renderers_hint() + " (\"llama3\" renders Llama 3's plain headers)");
+    if (contains(t, "Cutting Knowledge Date")) // Llama 3.1+: date header, tool calls
+      return jinja(t, tokens);
     s.family = chat_family::llama3;
     // The first Llama 3 Instruct template wrote the assistant header unconditionally.
     s.always_add_generation_prompt = !contains(t, "add_generation_prompt");
     return chat_format{std::move(s)};
   }
-  return make_error(errc::not_supported,
-                    source + " is not a template kbrl recognises (it has neither ChatML's "
-                             "<|im_start|>/<|im_end|> nor Llama 3's <|start_header_id|>/"
-                             "<|eot_id|> markers); "
-                      + renderers_hint());
+  return jinja(t, tokens);
 }
 
 caf::expected<chat_format> chat_format::for_tokenizer(const tokenizer& tok, std::string_view name) {
+  const template_tokens tokens{tok.bos_token(), tok.eos_token(), tok.pad_token()};
   if (name.empty())
-    return from_template(tok.chat_template(), tok.bos_token(),
-                         "the chat template of " + tok.source());
+    return from_template(tok.chat_template(), tokens, "the chat template of " + tok.source());
+  if (name == "jinja") {
+    if (trim(tok.chat_template()).empty())
+      return make_error(errc::not_supported, "chat format jinja: " + tok.source()
+                                               + " has no chat template; " + renderers_hint());
+    return jinja(tok.chat_template(), tokens);
+  }
   auto forced = by_name(name);
   if (!forced)
     return forced;
@@ -203,7 +214,11 @@ const std::string& chat_format::name() const {
 }
 
 std::string chat_format::end_of_turn() const {
-  return settings_.family == chat_family::llama3 ? "<|eot_id|>" : "<|im_end|>";
+  switch (settings_.family) {
+    case chat_family::llama3: return "<|eot_id|>";
+    case chat_family::jinja: return settings_.jinja_end_of_turn;
+    default: return "<|im_end|>";
+  }
 }
 
 caf::expected<std::string> chat_format::render(const std::vector<chat_message>& messages,
@@ -214,6 +229,15 @@ caf::expected<std::string> chat_format::render(const std::vector<chat_message>& 
     case chat_family::chatml: return render_chatml(messages, add_generation_prompt);
     case chat_family::qwen3: return render_qwen3(messages, add_generation_prompt);
     case chat_family::llama3: return render_llama3(messages, add_generation_prompt);
+    case chat_family::jinja: {
+      if (settings_.jinja_template.empty())
+        return make_error(errc::invalid_argument,
+                          "chat format jinja: no template (choose it with the tokenizer)");
+      auto variables = settings_.jinja_variables;
+      if (!settings_.enable_thinking)
+        variables.flags["enable_thinking"] = false;
+      return render_jinja(settings_.jinja_template, messages, add_generation_prompt, variables);
+    }
   }
   return make_error(errc::internal, "chat_format::render: unknown family");
 }

@@ -1,8 +1,10 @@
 #pragma once
-// Chat rendering: a conversation as the text a chat model was trained on. kbrl does not run
-// Jinja; it renders the template families it knows in C++, each equal to its model's template
-// for the features listed (test/test_chat_format.cpp renders the real templates with
-// @huggingface/jinja and compares):
+// Chat rendering: a conversation as the text a chat model was trained on. kbrl renders the
+// template families it knows in C++, each equal to its model's template for the features listed
+// (test/test_chat_format.cpp renders the real templates with @huggingface/jinja and compares),
+// and every other template with the engine transformers uses (jinja_renderer.hpp:
+// python3-jinja2 in a helper process; test/test_chat_template.cpp compares it on Llama 3.1, QwQ,
+// DeepSeek-R1 distill, Qwen2.5 and Qwen3 templates):
 //
 //   chatml  Qwen2 / Qwen2.5:  <|im_start|>role\n...<|im_end|>\n per message; when the first
 //           message is not a system message, the template's default system prompt (Qwen2.5:
@@ -15,14 +17,19 @@
 //   llama3  Llama 3: <|begin_of_text|> then <|start_header_id|>role<|end_header_id|>\n\n
 //           content (trimmed) <|eot_id|> per message.
 //
-// Tool definitions and assistant tool_calls are not rendered. The family is recognised from
-// the tokenizer's chat template by its markers, or forced by name:
+//   jinja   the model's own template, rendered by python3-jinja2 as transformers does: its
+//           bos/eos/pad tokens as variables, enable_thinking passed when it is false.
+//
+// Tool definitions and assistant tool_calls are not rendered by the C++ families. The family is
+// recognised from the tokenizer's chat template by its markers, or forced by name:
 //   <|im_start|> + <|im_end|>, with enable_thinking or reasoning_content   -> qwen3
 //   <|im_start|> + <|im_end|>, without <think>                             -> chatml
 //   <|start_header_id|> + <|end_header_id|> + <|eot_id|>, no 3.1 date line -> llama3
-// Anything else (a ChatML template with other <think> rules such as QwQ's, Llama 3.1+'s
-// "Cutting Knowledge Date" template, Mistral, Gemma, ...) is an error naming the renderers.
+//   anything else (QwQ's and the R1 distills' <think> rules, Llama 3.1+'s "Cutting Knowledge
+//   Date" template, Mistral, Gemma, ...)                                     -> jinja
 
+#include "runtime/tokenizer/chat_message.hpp"
+#include "runtime/tokenizer/jinja_renderer.hpp"
 #include "runtime/tokenizer/tokenizer.hpp"
 
 #include <caf/expected.hpp>
@@ -34,17 +41,13 @@
 
 namespace kbrl::tok {
 
-/// One message of a conversation.
-struct chat_message {
-  std::string role;    ///< "system", "user", "assistant" or "tool"
-  std::string content; ///< the text, as is
-  /// qwen3 only: an assistant's reasoning kept apart from `content` (nullopt: not given; then a
-  /// leading <think>...</think> in `content` is taken as the reasoning, as the template does).
-  std::optional<std::string> reasoning_content;
-};
-
 /// The template families kbrl renders.
-enum class chat_family { chatml, qwen3, llama3 };
+enum class chat_family { chatml, qwen3, llama3, jinja };
+
+/// The tokenizer's special tokens a template may print (tokenizer_config.json).
+struct template_tokens {
+  std::optional<std::string> bos, eos, pad;
+};
 
 /// How a chat_format renders; chosen by chat_format::for_tokenizer and friends.
 struct chat_format_settings {
@@ -58,44 +61,57 @@ struct chat_format_settings {
   /// Llama 3 Instruct template did. Default false.
   bool always_add_generation_prompt = false;
   /// qwen3: false renders the template's enable_thinking=false form (an empty think block after
-  /// the generation prompt). Default true (the template's default).
+  /// the generation prompt); jinja: false is passed to the template as enable_thinking=false.
+  /// Default true (the templates' default).
   bool enable_thinking = true;
+  /// jinja: the template, the variables it sees (bos_token, eos_token, pad_token, and any set
+  /// here such as date_string), and the text that ends a turn (the eos token).
+  std::string jinja_template;
+  template_variables jinja_variables;
+  std::string jinja_end_of_turn;
 };
 
 /// Renders conversations of one template family. Immutable; thread-safe.
 class chat_format {
 public:
-  /// The names a renderer can be forced by: "chatml", "qwen3", "llama3".
+  /// The names a renderer can be forced by: "chatml", "qwen3", "llama3", "jinja" (the
+  /// tokenizer's own template, rendered by python3-jinja2).
   static const std::vector<std::string>& names();
 
   /// The renderer for `tok`: the one called `name` if it is not empty (see names()), else the
   /// one recognised from tok.chat_template(). Settings come from the tokenizer where the
-  /// template implies them (chatml's default system prompt, llama3's bos token). Fails with
-  /// errc::invalid_argument for an unknown name, errc::not_supported for a template it does
-  /// not recognise (the text lists the renderers and how to force one).
+  /// template implies them (chatml's default system prompt, llama3's bos token, jinja's special
+  /// tokens). Fails with errc::invalid_argument for an unknown name, errc::not_supported when
+  /// the tokenizer has no chat template (the text lists the renderers and how to force one).
   static caf::expected<chat_format> for_tokenizer(const tokenizer& tok, std::string_view name = {});
 
-  /// The renderer recognised from the Jinja text `chat_template`; `bos_token` is the
-  /// tokenizer's (for llama3). `source` names where the template came from in errors.
+  /// The renderer recognised from the Jinja text `chat_template` (jinja for any template no C++
+  /// family matches); `tokens` are the tokenizer's. `source` names where the template came from
+  /// in errors.
   static caf::expected<chat_format> from_template(std::string_view chat_template,
-                                                  const std::optional<std::string>& bos_token,
+                                                  const template_tokens& tokens,
                                                   const std::string& source = "the chat template");
 
-  /// The renderer called `name` with default settings.
+  /// The jinja renderer of `chat_template` with `tokens` as its variables.
+  static chat_format jinja(std::string_view chat_template, const template_tokens& tokens);
+
+  /// The renderer called `name` with default settings ("jinja" needs a template: for_tokenizer).
   static caf::expected<chat_format> by_name(std::string_view name);
 
   explicit chat_format(chat_format_settings settings) : settings_(std::move(settings)) {}
 
   /// The conversation as text; with `add_generation_prompt` it ends with the opening of an
   /// assistant turn. Fails with errc::invalid_argument for an empty conversation, a role
-  /// outside system/user/assistant/tool, or text that is not valid UTF-8.
+  /// outside system/user/assistant/tool, or text that is not valid UTF-8; jinja also with the
+  /// template's own errors (render_jinja).
   caf::expected<std::string> render(const std::vector<chat_message>& messages,
                                     bool add_generation_prompt) const;
 
   /// This renderer's name (one of names()).
   const std::string& name() const;
 
-  /// The text that closes a turn ("<|im_end|>" or "<|eot_id|>"): generation stops there.
+  /// The text that closes a turn ("<|im_end|>", "<|eot_id|>", a jinja template's eos token;
+  /// "" when a jinja tokenizer has none): generation stops there.
   std::string end_of_turn() const;
 
   /// How it renders.

@@ -24,6 +24,7 @@
 // Resuming restores the factors, AdamW's moments and step, and the generators, so the next step
 // computes exactly what it would have without the interruption (bit-identical on the CPU).
 
+#include "runtime/train/checkpoint_list.hpp"
 
 #include <caf/expected.hpp>
 
@@ -37,22 +38,6 @@ namespace kbrl::train {
 
 class lora_trainer;
 
-/// Where the learner is in its input, saved with the weights.
-struct data_cursor {
-  uint64_t batches_trained = 0;       ///< trajectory batches consumed
-  uint64_t last_batch_id = 0;         ///< id of the last one
-  uint64_t last_coordinator_step = 0; ///< its coordinator step
-  uint64_t policy_version = 0;        ///< the version the checkpoint's adapter was published as
-};
-
-/// One line of checkpoints.jsonl.
-struct checkpoint_entry {
-  int64_t step = 0;
-  std::string dir;       ///< directory name inside the root ("step-000020")
-  int64_t unix_ms = 0;
-  data_cursor cursor;
-};
-
 /// Writes a checkpoint of `trainer` and `cursor` under `root` (created if missing) and lists it;
 /// with keep_last > 0, afterwards removes the directories of all but the newest keep_last listed
 /// checkpoints (their lines stay, the directories go). Fails with errc::io_failure naming the
@@ -60,16 +45,6 @@ struct checkpoint_entry {
 caf::expected<checkpoint_entry> save_checkpoint(const std::filesystem::path& root,
                                                 const lora_trainer& trainer,
                                                 const data_cursor& cursor, int64_t keep_last = 0);
-
-/// The entries of <root>/checkpoints.jsonl, oldest first. A line cut short by a crash (no closing
-/// brace) is skipped; any other bad line is an error (errc::invalid_config naming the line).
-/// No file: no entries.
-caf::expected<std::vector<checkpoint_entry>> list_checkpoints(const std::filesystem::path& root);
-
-/// The newest listed checkpoint whose directory is complete (trainer_state.json present), or
-/// nullopt if there is none.
-caf::expected<std::optional<checkpoint_entry>>
-latest_checkpoint(const std::filesystem::path& root);
 
 /// Restores `trainer` from the checkpoint directory `dir`: adapter, optimiser state, step and
 /// generators; returns the saved cursor. The checkpoint must have the trainer's layout (same

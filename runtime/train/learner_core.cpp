@@ -83,7 +83,10 @@ learner_core::start_with(std::vector<std::unique_ptr<model::transformer>> replic
   core->model_name_ = std::move(model_name);
   group_options group;
   group.timeout_s = s.collective_timeout_s;
-  auto dp = data_parallel_trainer::create(std::move(replicas), s.trainer, group);
+  auto trainer = s.trainer;
+  if (trainer.base_model.empty())
+    trainer.base_model = core->model_name_; // the adapters name their base (PEFT loads it)
+  auto dp = data_parallel_trainer::create(std::move(replicas), trainer, group);
   if (!dp)
     return dp.error();
   core->replicas_ = std::move(*dp);

@@ -45,6 +45,9 @@ struct trainer_options {
   double lora_dropout = 0.0;
   /// float32; float64 only for gradient checks.
   factor_dtype param_dtype = factor_dtype::float32;
+  /// The base model's Hugging Face id or directory, as the run config names it: written as the
+  /// adapter's base_model_name_or_path (PEFT loads the base from it). "": the adapter's own.
+  std::string base_model;
   /// Seeds the initialisation of A and the dropout generator.
   uint64_t seed = 0;
   /// Where the LoRA terms compute on a bfloat16/float16 model (see lora_compute_dtype).

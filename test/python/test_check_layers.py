@@ -9,16 +9,20 @@ import unittest
 CHECKER = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "check_layers.py")
 
 
-def check(files):
+def write_tree(root, files):
+    for path, text in files.items():
+        full = os.path.join(root, path)
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        with open(full, "w") as f:
+            f.write(text)
+
+
+def check(files, *extra):
     """Runs the checker on a tree holding `files` ({path: text}); (exit code, stderr)."""
     with tempfile.TemporaryDirectory() as root:
-        for path, text in files.items():
-            full = os.path.join(root, path)
-            os.makedirs(os.path.dirname(full), exist_ok=True)
-            with open(full, "w") as f:
-                f.write(text)
-        r = subprocess.run([sys.executable, CHECKER, "--root", root], capture_output=True,
-                           text=True)
+        write_tree(root, files)
+        r = subprocess.run([sys.executable, CHECKER, "--root", root, *extra],
+                           capture_output=True, text=True)
         return r.returncode, r.stderr
 
 
@@ -68,6 +72,39 @@ class LayerCheck(unittest.TestCase):
             "runtime/eval/kernels.cpp": 'auto src = R"(\n#include <torch/extension.h>\n)";\n',
         })
         self.assertEqual(code, 0, err)
+
+    def test_list_torch_names_the_runtime_sources_that_reach_torch(self):
+        with tempfile.TemporaryDirectory() as root:
+            write_tree(root, {
+                "runtime/model/transformer.hpp": "#include <ATen/core/Tensor.h>\n",
+                "runtime/model/transformer.cpp": '#include "runtime/model/transformer.hpp"\n',
+                "runtime/model/model_config.cpp": "#include <string>\n",
+            })
+            r = subprocess.run([sys.executable, CHECKER, "--root", root, "--list-torch"],
+                               capture_output=True, text=True)
+        self.assertEqual(r.stdout, "runtime/model/transformer.cpp\n")
+
+    def test_a_changed_torch_split_fails_once_and_asks_cmake_to_configure_again(self):
+        tree = {
+            "runtime/model/transformer.hpp": "#include <ATen/core/Tensor.h>\n",
+            "runtime/model/transformer.cpp": '#include "runtime/model/transformer.hpp"\n',
+            "runtime/model/loader.cpp": '#include "runtime/model/transformer.hpp"\n',
+        }
+        with tempfile.TemporaryDirectory() as build:
+            configured = os.path.join(build, "torch_sources.txt")
+            stamp = os.path.join(build, "torch_split.stamp")
+            with open(configured, "w") as f:
+                f.write("runtime/model/transformer.cpp\n")
+            open(stamp, "w").close()
+            os.utime(stamp, (0, 0))
+            code, err = check(tree, "--split", configured, stamp)
+            self.assertEqual(code, 1)
+            self.assertIn("runtime/model/loader.cpp now reaches libtorch", err)
+            self.assertGreater(os.path.getmtime(stamp), 0)
+            with open(configured, "w") as f:  # what CMake writes when it configures again
+                f.write("runtime/model/loader.cpp\nruntime/model/transformer.cpp\n")
+            code, err = check(tree, "--split", configured, stamp)
+            self.assertEqual(code, 0, err)
 
     def test_the_repository_itself_passes(self):
         r = subprocess.run([sys.executable, CHECKER], capture_output=True, text=True)

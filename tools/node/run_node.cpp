@@ -10,6 +10,7 @@
 #include "runtime/node/rl_run_dir.hpp"
 #include "runtime/node/rl_summary.hpp"
 #include "runtime/node/role_plan.hpp"
+#include "runtime/retrieval/model_embedder.hpp"
 #include "runtime/train/learner_settings.hpp"
 
 #include <caf/all.hpp>
@@ -133,6 +134,7 @@ caf::error wait_for_stop(caf::actor_system& sys, const node_actor& handle, doubl
 } // namespace
 
 int run_node(const node_plan& plan_in) {
+  retrieval::install_model_embedder(); // retrieval.embedder = "model:PATH"
   auto plan = plan_in;
   if (auto ok = prepare_run_dir(plan); !ok) {
     std::fprintf(stderr, "kbrl-node: %s\n", describe(ok.error()).c_str());
@@ -228,7 +230,7 @@ int run_node(const node_plan& plan_in) {
   std::signal(SIGTERM, on_stop_signal);
 
   auto settings = make_node_settings(plan, sys, rl);
-  auto handle = sys.spawn(node, settings);
+  node_actor handle = sys.spawn(node, settings); // published with the public interface only
   auto port = publish_node(plan, handle);
   if (!port) {
     spdlog::error("cannot listen on port {} (is another process using it?): {}", plan.self.port,

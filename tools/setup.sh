@@ -14,6 +14,7 @@ packages=(
   libopenblas0-pthread            # without it libtorch matmuls are ~20x slower on CPU
   python3-numpy pybind11-dev      # load_inline builds need pybind11 headers (Debian torch lacks them)
   python3-jinja2                  # models' own chat templates (tools/kbrl_chat_template.py)
+  libyaml-cpp-dev                 # kbrl-config from-yaml (the seed projects' YAML configs)
   bubblewrap                      # evaluation workers: network-less, read-only sandbox
   libseccomp-dev                  # evaluation workers: no unix sockets (seccomp filter)
   libutf8proc-dev                 # Unicode normalization (NFC) for tokenizers

@@ -6,6 +6,7 @@
 #include "runtime/io/text.hpp"
 
 #include "runtime/config/config_error.hpp"
+#include "runtime/config/seed_config.hpp"
 
 #include <toml++/toml.h>
 
@@ -643,6 +644,13 @@ bool is_table_of_settings(const std::string& key, const std::vector<setting>& sc
                      [&](const setting& s) { return s.key.rfind(prefix, 0) == 0; });
 }
 
+/// What an unknown key may have meant: the closest kbrl key, else the kbrl name of a seed
+/// project's key (seed_config.hpp).
+std::string unknown_key_hint(const std::string& key, const std::vector<std::string>& known) {
+  auto hint = did_you_mean(key, known);
+  return hint.empty() ? seed_key_hint(key) : hint;
+}
+
 /// Every setting key and every table above one: what an unknown key may have meant.
 std::vector<std::string> known_names(const std::vector<setting>& schema) {
   std::vector<std::string> out;
@@ -677,7 +685,7 @@ void read_table(const toml::table& table, const std::string& prefix,
     } else {
       errors.add(line_of(k), key,
                  std::string{node.is_table() ? "unknown table" : "unknown key"}
-                   + did_you_mean(key, known_names(schema)));
+                   + unknown_key_hint(key, known_names(schema)));
     }
   }
 }
@@ -791,7 +799,8 @@ caf::error run_config::apply_override(const std::string& assignment) {
     if (is_table_of_settings(key, *schema_))
       errors.add(0, "", "'" + key + "' is a table of settings, not a setting");
     else
-      errors.add(0, "", "unknown key '" + key + "'" + did_you_mean(key, known_names(*schema_)));
+      errors.add(0, "", "unknown key '" + key + "'"
+                          + unknown_key_hint(key, known_names(*schema_)));
     return errors.to_error();
   }
   // The value as a TOML node: bare text is a string for string settings, and is kept as a string

@@ -104,17 +104,14 @@ void commit(coordinator_pointer self, uint64_t key) {
   auto timeline = st.timelines->take(*st.clock, r->key, r->step, in_flight, r->stale_dropped);
   st.clock->forget(r->key);
   record_traces(self, *r);
-  auto records = r->summary;
-  auto timeline_records = episode::timeline_metrics(timeline, now_unix_ms(), st.stats.name);
-  records.insert(records.end(), timeline_records.begin(), timeline_records.end());
+  auto records = episode::commit_records(r->summary, timeline, settings_of(self).steps,
+                                         now_unix_ms(), st.stats.name);
   if (st.metrics)
     self->send(st.metrics, metrics_atom::value, records);
   save_checkpoint(self, r->cursor_after);
   // debug: the run actor prints the user's progress line from the same metrics
-  spdlog::debug("{}", episode::progress_line(
-                        *r, p, std::chrono::duration<double>(std::chrono::steady_clock::now()
-                                                              - st.started)
-                                 .count()));
+  const std::chrono::duration<double> running = std::chrono::steady_clock::now() - st.started;
+  spdlog::debug("{}", episode::progress_line(*r, p, running.count()));
   if (!check_health(self, *r))
     return;
   if (p.held_out_due())

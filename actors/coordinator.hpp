@@ -13,7 +13,7 @@
 //   (one episode actor per problem and sample) --> trajectories come in --> the next step to
 //   train goes to the learner --> its policy goes to every sampler; each confirms by answering a
 //   status request queued behind the policy --> commit: the step's traces, metrics (summary +
-//   step_timeline.*) and coordinator.json -> held-out evaluation when due -> launch more.
+//   step_timeline/*) and coordinator.json -> held-out evaluation when due -> launch more.
 //
 //   pause: the steps under way finish, no new one starts. [finished] once `steps` are committed
 //   and nothing is under way. After max_failed_steps committed steps in a row whose episodes

@@ -1,5 +1,6 @@
 #include "actors/learner.hpp"
 
+#include "runtime/io/clock.hpp"
 #include "runtime/train/learner_core.hpp"
 #include "runtime/train/memory_usage.hpp"
 
@@ -88,13 +89,37 @@ caf::error no_core(learner_state& st) {
                     st.stats.name + " has no model to train: " + describe(st.core_failure));
 }
 
+/// The scalars of the step just trained, for the metrics sink.
+std::vector<metric_record> training_records(const train::learner_report& r, uint64_t step,
+                                            uint64_t version, const std::string& source) {
+  const auto& s = *r.last;
+  const auto now = now_unix_ms();
+  std::vector<metric_record> out;
+  for (auto [name, value] :
+       {std::pair{"learner/loss", s.loss}, std::pair{"learner/policy_loss", s.policy_loss},
+        std::pair{"learner/kl", s.kl}, std::pair{"learner/clip_fraction", s.clip_fraction},
+        std::pair{"learner/mean_ratio", s.mean_ratio}, std::pair{"learner/max_ratio", s.max_ratio},
+        std::pair{"learner/grad_norm", s.grad_norm}, std::pair{"learner/lr", s.lr},
+        std::pair{"learner/tokens_per_second", r.tokens_per_second},
+        std::pair{"learner/tokens", static_cast<double>(s.tokens)},
+        std::pair{"learner/sequences", static_cast<double>(s.sequences)},
+        std::pair{"learner/seconds", s.seconds},
+        std::pair{"learner/version", static_cast<double>(version)}})
+    out.push_back({step, name, value, now, source, {}});
+  if (!r.advantages.empty())
+    out.push_back({step, "hist/advantage", static_cast<double>(r.advantages.size()), now, source,
+                   r.advantages});
+  return out;
+}
+
 } // namespace
 
 learner_actor::behavior_type learner(learner_pointer self, actor_stats stats,
-                                     train::learner_settings settings) {
+                                     train::learner_settings settings, metrics_actor metrics) {
   auto& st = self->state;
   st.stats = std::move(stats);
   st.settings = std::move(settings);
+  st.metrics = std::move(metrics);
   try {
     auto core = train::learner_core::start(st.settings);
     if (core) {
@@ -154,6 +179,7 @@ learner_actor::behavior_type learner(learner_pointer self, actor_stats stats,
       if (!st.core)
         return no_core(st);
       const uint64_t before = st.core->latest().version;
+      const uint64_t step = batch.coordinator_step;
       caf::expected<policy_update> update{caf::error{}};
       try {
         update = st.core->train(std::move(batch));
@@ -167,6 +193,9 @@ learner_actor::behavior_type learner(learner_pointer self, actor_stats stats,
       }
       if (update->version != before) {
         const auto& r = st.core->report();
+        if (r.last && st.metrics)
+          caf::anon_send(st.metrics, metrics_atom::value,
+                         training_records(r, step, update->version, st.stats.name));
         if (r.last)
           spdlog::info("{} step {}: loss {:.4g}, gradient norm {:.3g}, {:.0f} tokens/s; policy "
                        "version {}",

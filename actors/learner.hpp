@@ -43,12 +43,17 @@ struct learner_state {
   std::unique_ptr<train::learner_core> core;
   caf::error core_failure;        ///< why there is no core
   std::vector<policy_listener_actor> subscribers;
+  metrics_actor metrics;          ///< where each step's training scalars go (none: nowhere)
 };
 
 using learner_pointer = learner_actor::stateful_pointer<learner_state>;
 
-/// Spawn with sys.spawn<caf::detached>(learner, stats, settings).
+/// Spawn with sys.spawn<caf::detached>(learner, stats, settings, metrics sink). After every step
+/// it sends the sink, at the batch's coordinator step, learner/loss, learner/policy_loss,
+/// learner/kl, learner/clip_fraction, learner/mean_ratio, learner/max_ratio, learner/grad_norm,
+/// learner/lr, learner/tokens_per_second, learner/tokens, learner/sequences, learner/seconds,
+/// learner/version and the distribution hist/advantage (one value per turn).
 learner_actor::behavior_type learner(learner_pointer self, actor_stats stats,
-                                     train::learner_settings settings);
+                                     train::learner_settings settings, metrics_actor metrics);
 
 } // namespace kbrl

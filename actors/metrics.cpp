@@ -1,30 +1,37 @@
 #include "actors/metrics.hpp"
 
-#include "runtime/io/json_writer.hpp"
+#include "runtime/config/settings.hpp"
+#include "runtime/report/metrics_jsonl.hpp"
+#include "runtime/report/run_hparams.hpp"
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <filesystem>
 
 namespace kbrl {
 
-std::string metric_json_line(const metric_record& r) {
-  json_writer w;
-  w.begin_object()
-    .field("step", r.step)
-    .field("name", r.name)
-    .field("value", r.value)
-    .field("unix_ms", r.unix_ms)
-    .field("source", r.source);
-  if (!r.samples.empty()) {
-    w.key("samples").begin_array();
-    for (double x : r.samples)
-      w.value(x);
-    w.end_array();
+metrics_state::~metrics_state() {
+  for (auto& [step, records] : held)
+    write_line(step, records);
+}
+
+void metrics_state::write_line(uint64_t step, const std::vector<metric_record>& records) {
+  if (records.empty() || !out.is_open())
+    return;
+  int64_t unix_ms = 0;
+  for (auto& r : records)
+    unix_ms = std::max(unix_ms, r.unix_ms);
+  out << report::metrics_line(step, unix_ms, records) << '\n';
+  out.flush();
+  ++lines;
+  written.insert(step);
+  if (!out) {
+    stats.last_error = "write to " + path + " failed";
+    spdlog::error("metrics: {}", stats.last_error);
+    out.clear();
   }
-  w.end_object();
-  return w.str();
 }
 
 namespace {
@@ -49,6 +56,16 @@ void write_tensorboard(metrics_pointer self, const std::vector<metric_record>& b
       first = std::min(first, r.step);
     if (auto ok = st.tensorboard->write_session_start(static_cast<int64_t>(first)); !ok)
       return fail(ok.error());
+    if (!st.run_config_toml.empty())
+      if (auto run = config::run_config::parse(st.run_config_toml, "the run's config.toml")) {
+        auto group = run->get_string("run.name");
+        if (auto ok = st.tensorboard->write_hparams(report::hparams_of(*run), group); !ok)
+          return fail(ok.error());
+        if (auto ok = st.tensorboard->write_text(static_cast<int64_t>(first), "config",
+                                                 report::config_markdown(st.run_config_toml));
+            !ok)
+          return fail(ok.error());
+      }
   }
   std::map<uint64_t, std::vector<std::pair<std::string, double>>> scalars;
   std::map<uint64_t, std::vector<std::pair<std::string, report::histogram>>> histograms;
@@ -66,13 +83,36 @@ void write_tensorboard(metrics_pointer self, const std::vector<metric_record>& b
       return fail(ok.error());
 }
 
+/// Holds or writes the batch's records, step by step (see metrics.hpp).
+void write_jsonl(metrics_pointer self, const std::vector<metric_record>& batch) {
+  auto& st = self->state;
+  std::map<uint64_t, std::vector<metric_record>> by_step;
+  for (auto& r : batch)
+    by_step[r.step].push_back(r);
+  for (auto& [step, records] : by_step) {
+    const bool committed =
+      std::any_of(records.begin(), records.end(),
+                  [](const metric_record& r) { return r.name == report::step_committed_metric; });
+    if (committed || st.written.count(step)) {
+      auto line = std::move(st.held[step]);
+      st.held.erase(step);
+      line.insert(line.end(), records.begin(), records.end());
+      st.write_line(step, line);
+    } else {
+      auto& held = st.held[step];
+      held.insert(held.end(), records.begin(), records.end());
+    }
+  }
+}
+
 } // namespace
 
 metrics_actor::behavior_type metrics_sink(metrics_pointer self, actor_stats stats,
-                                          std::string path) {
+                                          std::string path, std::string run_config_toml) {
   auto& st = self->state;
   st.stats = std::move(stats);
   st.path = std::move(path);
+  st.run_config_toml = std::move(run_config_toml);
   st.tensorboard_dir =
     (std::filesystem::path(st.path).parent_path() / "tensorboard").string();
   st.out.open(st.path, std::ios::app);
@@ -88,7 +128,9 @@ metrics_actor::behavior_type metrics_sink(metrics_pointer self, actor_stats stat
       st.stats.count();
       std::vector<status_detail> details{
         {"file", st.path},
-        {"records written", std::to_string(st.records)},
+        {"records", std::to_string(st.records)},
+        {"lines written", std::to_string(st.lines)},
+        {"steps held", std::to_string(st.held.size())},
         {"tensorboard", !st.tensorboard_error.empty() ? "failed: " + st.tensorboard_error
                         : st.tensorboard              ? st.tensorboard->path()
                                                       : st.tensorboard_dir + " (no events yet)"}};
@@ -105,17 +147,10 @@ metrics_actor::behavior_type metrics_sink(metrics_pointer self, actor_stats stat
     [self](metrics_atom, const std::vector<metric_record>& batch) {
       auto& st = self->state;
       st.stats.count();
-      for (auto& r : batch) {
-        st.out << metric_json_line(r) << '\n';
+      for (auto& r : batch)
         st.latest[r.name] = r;
-      }
-      st.out.flush();
       st.records += batch.size();
-      if (!st.out) {
-        st.stats.last_error = "write to " + st.path + " failed";
-        spdlog::error("metrics: {}", st.stats.last_error);
-        st.out.clear();
-      }
+      write_jsonl(self, batch);
       write_tensorboard(self, batch);
     },
   };

@@ -40,6 +40,16 @@ std::vector<actor_entry> spawn_role_actors(node_pointer self) {
   std::vector<actor_entry> out;
   std::vector<int> gpus(s.info.gpus.begin(), s.info.gpus.end());
   auto plan = plan_role_actors(s.info.roles, gpus);
+  // The metrics sink first, when there is one: the learner sends it each step's scalars.
+  metrics_actor sink;
+  for (auto& planned : plan)
+    if (planned.role == "metrics") {
+      actor_stats stats;
+      stats.node = s.info.name;
+      stats.role = planned.role;
+      stats.name = actor_name(s.info.name, planned.role, planned.index);
+      sink = self->spawn(metrics_sink, stats, s.run_dir + "/metrics.jsonl", s.run_config_toml);
+    }
   for (auto& planned : plan) {
     actor_stats stats;
     stats.node = s.info.name;
@@ -47,8 +57,7 @@ std::vector<actor_entry> spawn_role_actors(node_pointer self) {
     stats.name = actor_name(s.info.name, planned.role, planned.index);
     caf::actor handle;
     if (planned.role == "metrics") {
-      handle = caf::actor_cast<caf::actor>(
-        self->spawn(metrics_sink, stats, s.run_dir + "/metrics.jsonl"));
+      handle = caf::actor_cast<caf::actor>(sink);
     } else if (planned.role == "evaluator-supervisor") {
       std::vector<evaluator_slot> slots;
       for (auto& p : plan)
@@ -81,7 +90,7 @@ std::vector<actor_entry> spawn_role_actors(node_pointer self) {
         settings.run_dir = s.run_dir;
       // detached: loading the model and every training step block
       handle = caf::actor_cast<caf::actor>(
-        self->spawn<caf::detached>(learner, stats, std::move(settings)));
+        self->spawn<caf::detached>(learner, stats, std::move(settings), sink));
     } else if (planned.role == "sampler") {
       auto settings = s.sampler;
       settings.gpu = planned.gpu;

@@ -2,6 +2,7 @@
 // Reading back what an RL run leaves in its run directory, for the rl_run and rl_process suites.
 
 #include "cluster_fixture.hpp"
+#include "runtime/report/metrics_jsonl.hpp"
 
 #include <simdjson.h>
 
@@ -14,19 +15,15 @@
 
 namespace kbrl::test {
 
-/// step -> how many lines of `path` name `metric` at that step (metrics.jsonl).
+/// step -> how many lines of `path` (metrics.jsonl) hold `metric` at that step.
 inline std::map<uint64_t, int> steps_of(const std::string& path, const std::string& metric) {
   std::map<uint64_t, int> out;
-  std::istringstream in(read_file(path));
-  simdjson::dom::parser parser;
-  for (std::string line; std::getline(in, line);) {
-    simdjson::dom::element doc;
-    std::string_view name;
-    uint64_t step = 0;
-    if (!parser.parse(line).get(doc) && !doc["name"].get(name) && name == metric
-        && !doc["step"].get(step))
-      ++out[step];
-  }
+  auto lines = report::read_metrics_jsonl(path);
+  if (!lines)
+    return out;
+  for (auto& s : *lines)
+    if (s.scalars.count(metric) || s.distributions.count(metric))
+      ++out[s.step];
   return out;
 }
 

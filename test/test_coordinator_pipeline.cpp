@@ -9,6 +9,7 @@
 #include "cluster_fixture.hpp"
 #include "tokenizer_fixture.hpp"
 #include "pipeline_doubles.hpp"
+#include "rl_run_files.hpp"
 #include "runtime/episode/problem_set.hpp"
 #include "runtime/episode/stage_clock.hpp"
 #include "runtime/episode/step_timeline.hpp"
@@ -84,7 +85,7 @@ struct pipeline_fixture {
   metrics_actor metrics() {
     actor_stats m;
     m.name = "test/metrics";
-    return sys->spawn(metrics_sink, m, dir / "metrics.jsonl");
+    return sys->spawn(metrics_sink, m, dir / "metrics.jsonl", std::string());
   }
 
   coordinator_actor start(const coordinator_settings& s, const learner_actor& learner) {
@@ -236,15 +237,14 @@ BOOST_AUTO_TEST_CASE(async_stop_and_resume_commit_every_step_and_trajectory_once
     ids.insert(field(line, "trajectory"));
   BOOST_CHECK((ids == std::multiset<uint64_t>{1000001, 1000002, 2000001, 2000002, 3000001,
                                               3000002, 4000001, 4000002}));
-  // Metrics: one summary and one timeline per step.
+  // Metrics: one line per step, with its summary and its timeline.
   BOOST_REQUIRE(test::eventually(
-    [&] { return lines_with(test::read_file(dir / "metrics.jsonl"), "step_timeline.wall_s").size() == 4; },
+    [&] { return test::steps_of(dir / "metrics.jsonl", "step_timeline/wall_s").size() == 4; },
     10s));
-  auto metrics_text = test::read_file(dir / "metrics.jsonl");
-  std::multiset<uint64_t> summary_steps;
-  for (auto& line : lines_with(metrics_text, "\"reward/mean\""))
-    summary_steps.insert(field(line, "step"));
-  BOOST_CHECK((summary_steps == std::multiset<uint64_t>{1, 2, 3, 4}));
+  BOOST_CHECK((test::steps_of(dir / "metrics.jsonl", "reward/mean")
+               == std::map<uint64_t, int>{{1, 1}, {2, 1}, {3, 1}, {4, 1}}));
+  BOOST_CHECK((test::steps_of(dir / "metrics.jsonl", "step_timeline/wall_s")
+               == std::map<uint64_t, int>{{1, 1}, {2, 1}, {3, 1}, {4, 1}}));
   caf::anon_send_exit(c2, caf::exit_reason::user_shutdown);
 }
 
@@ -291,14 +291,16 @@ BOOST_AUTO_TEST_CASE(timeline_metrics_and_shell_views) {
   auto c = start(settings(2, coordinator_mode::async, 1), learner);
   BOOST_REQUIRE(reaches(c, "finished"));
   BOOST_REQUIRE(test::eventually(
-    [&] { return lines_with(test::read_file(dir / "metrics.jsonl"), "step_timeline.").size() >= 26; }, 10s));
-  auto metrics_text = test::read_file(dir / "metrics.jsonl");
-  for (auto name : {"wall_s", "sampling_s", "sampling_wall_s", "evaluating_s", "evaluating_wall_s",
-                    "training_s", "publishing_s", "sampler_busy", "evaluator_busy",
-                    "learner_busy", "slowest_stage_s", "steps_in_flight", "stale_dropped"})
-    BOOST_CHECK_MESSAGE(lines_with(metrics_text, std::string("\"step_timeline.") + name + "\"")
-                            .size() == 2,
+    [&] { return test::steps_of(dir / "metrics.jsonl", "step_timeline/wall_s").size() == 2; },
+    10s));
+  for (std::string name : {"wall_s", "sampling_s", "sampling_wall_s", "evaluating_s",
+                           "evaluating_wall_s", "training_s", "publishing_s", "sampler_busy",
+                           "evaluator_busy", "learner_busy", "slowest_stage_s", "steps_in_flight",
+                           "stale_dropped"})
+    BOOST_CHECK_MESSAGE(test::steps_of(dir / "metrics.jsonl", "step_timeline/" + name).size() == 2,
                         name);
+  for (std::string name : {"time/total", "time/train", "time/rollout", "progress/done_frac"})
+    BOOST_CHECK_MESSAGE(test::steps_of(dir / "metrics.jsonl", name).size() == 2, name);
   auto table = control(c, "timeline");
   BOOST_REQUIRE_MESSAGE(table, test::why(table));
   BOOST_CHECK(table->find("async mode") != std::string::npos);
@@ -383,8 +385,8 @@ BOOST_AUTO_TEST_CASE(timeline_records_and_table) {
   t.sampler_busy = 0.6;
   BOOST_CHECK_EQUAL(episode::slowest_stage_s(t), 8.0);
   auto records = episode::timeline_metrics(t, 123, "test");
-  BOOST_REQUIRE_EQUAL(records.size(), 13u);
-  BOOST_CHECK_EQUAL(records.front().name, "step_timeline.wall_s");
+  BOOST_REQUIRE_EQUAL(records.size(), 16u); // 13 stages and the seeds' time/total|train|rollout
+  BOOST_CHECK_EQUAL(records.front().name, "step_timeline/wall_s");
   BOOST_CHECK_EQUAL(records.front().step, 7u);
   BOOST_CHECK_EQUAL(records.front().value, 10.0);
   auto table = episode::render_timeline_table({t});

@@ -38,7 +38,7 @@ struct shell_fixture : test::deterministic_system {
     r->chat = std::make_shared<tok::chat_format>(*tok::chat_format::by_name("chatml"));
     actor_stats m;
     m.name = "test/metrics";
-    auto metrics = keep(sys.spawn(metrics_sink, m, dir / "metrics.jsonl"));
+    auto metrics = keep(sys.spawn(metrics_sink, m, dir / "metrics.jsonl", std::string()));
     actor_stats stats;
     stats.name = "test/coordinator";
     stats.node = "test";

@@ -88,7 +88,7 @@ struct coordinator_fixture {
   metrics_actor metrics() {
     actor_stats stats;
     stats.name = "test/metrics";
-    return sys->spawn(metrics_sink, stats, dir / "metrics.jsonl");
+    return sys->spawn(metrics_sink, stats, dir / "metrics.jsonl", std::string());
   }
 
   /// Polls the coordinator until its phase is `phase`.

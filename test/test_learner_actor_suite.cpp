@@ -59,7 +59,7 @@ struct learner_fixture {
     stats.name = "test/learner";
     stats.role = "learner";
     stats.node = "test";
-    return sys->spawn<caf::detached>(learner, stats, std::move(s));
+    return sys->spawn<caf::detached>(learner, stats, std::move(s), metrics_actor{});
   }
 };
 

@@ -4,6 +4,7 @@
 // noisy); the margin is what the shipped policy clears in its own README run, about half of
 // the rise measured there. Takes a few minutes on two cores.
 
+#include "runtime/report/metrics_jsonl.hpp"
 #include "cluster_fixture.hpp"
 #include "quickstart_run.hpp"
 #include "rl_run_files.hpp"
@@ -19,23 +20,6 @@
 using namespace kbrl;
 
 namespace {
-
-/// step -> value of `metric` in metrics.jsonl.
-std::map<uint64_t, double> metric_by_step(const std::string& path, const std::string& metric) {
-  std::map<uint64_t, double> out;
-  std::istringstream in(test::read_file(path));
-  simdjson::dom::parser parser;
-  for (std::string line; std::getline(in, line);) {
-    simdjson::dom::element doc;
-    std::string_view name;
-    uint64_t step = 0;
-    double value = 0;
-    if (!parser.parse(line).get(doc) && !doc["name"].get(name) && name == metric
-        && !doc["step"].get(step) && !doc["value"].get(value))
-      out[step] = value;
-  }
-  return out;
-}
 
 double mean_of_steps(const std::map<uint64_t, double>& by_step, uint64_t first, uint64_t last) {
   double sum = 0;
@@ -60,7 +44,7 @@ BOOST_AUTO_TEST_CASE(the_quickstart_raises_the_reward) {
   auto result = test::run_command(
     test::quickstart_command(dir, {"rl.steps=" + std::to_string(steps)}), 1500);
   BOOST_REQUIRE_MESSAGE(result.code == 0, result.output);
-  auto reward = metric_by_step(dir / "runs/quickstart/metrics.jsonl", "reward/mean");
+  auto reward = report::metric_by_step(dir / "runs/quickstart/metrics.jsonl", "reward/mean");
   BOOST_REQUIRE_EQUAL(reward.size(), steps);
   const double before = mean_of_steps(reward, 1, window);
   const double after = mean_of_steps(reward, steps - window + 1, steps);

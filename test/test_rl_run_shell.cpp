@@ -97,7 +97,7 @@ struct run_fixture : test::deterministic_system {
     info.actors = {
       {"w/learner", "learner", learner},
       {"w/metrics", "metrics",
-       caf::actor_cast<caf::actor>(keep(sys.spawn(metrics_sink, m, dir / "metrics.jsonl")))},
+       caf::actor_cast<caf::actor>(keep(sys.spawn(metrics_sink, m, dir / "metrics.jsonl", std::string())))},
       {"w/sampler.0", "sampler",
        caf::actor_cast<caf::actor>(keep(sys.spawn(test::versioned_sampler, log)))},
       {"w/evaluator-supervisor", "evaluator-supervisor",

@@ -60,6 +60,30 @@ BOOST_AUTO_TEST_CASE(the_step_scalars_follow_the_trajectories) {
   BOOST_CHECK_EQUAL(m.count("rate/hack"), 1u);
 }
 
+BOOST_AUTO_TEST_CASE(multi_turn_rates_and_entropy_use_the_seeds_names) {
+  // A two-turn trajectory that failed and then succeeded, and a one-turn failure.
+  auto two = traj(1, 1, false);
+  auto second = two.turns[0];
+  second.index = 1;
+  second.verdict.correct = true;
+  second.verdict.error = eval_error::none;
+  two.turns.push_back(second);
+  auto one = traj(1, 0, false);
+  one.turns[0].verdict.compiled = false;
+  one.turns[0].verdict.error = eval_error::compile;
+  two.turns[0].logprobs = {-0.5f, -1.5f};
+  two.turns[1].logprobs = {-1.0f, -1.0f};
+  auto m = by_name(summarize_step({two, one}, 2, "test"));
+  BOOST_CHECK_CLOSE(m["multiturn/success_rate"], 0.5, 1e-9);
+  BOOST_CHECK_CLOSE(m["multiturn/avg_turns"], 1.5, 1e-9);
+  BOOST_CHECK_CLOSE(m["multiturn/turn_0/compile_rate"], 0.5, 1e-9);
+  BOOST_CHECK_CLOSE(m["multiturn/turn_0/correct_rate"], 0.0, 1e-9);
+  BOOST_CHECK_CLOSE(m["multiturn/turn_1/correct_rate"], 1.0, 1e-9);
+  BOOST_CHECK_CLOSE(m["multiturn/turn_1/format_rate"], 1.0, 1e-9);
+  // Mean -logprob over the four tokens that have one: (0.5 + 1.5 + 1 + 1) / 4.
+  BOOST_CHECK_CLOSE(m["policy/entropy"], 1.0, 1e-6);
+}
+
 BOOST_AUTO_TEST_CASE(kernelbench_correct_and_low_coverage_have_their_own_rates) {
   // `correct` (strict by default) stays the correct rate; KernelBench's verdict beside it.
   auto only_kb = traj(1, 0, false);

@@ -202,7 +202,7 @@ EOF
     metrics=$(find "$runs_root" -name metrics.jsonl 2>/dev/null | head -1)
     snapshot "$run_dir" "$metrics"
     done_steps=0
-    [ -n "$metrics" ] && done_steps=$(grep -c '"step_timeline.wall_s"' "$metrics")
+    [ -n "$metrics" ] && done_steps=$(grep -c '"step_timeline/wall_s"' "$metrics")
     verdicts=$(wc -l < "$run_dir/verdict_lines.txt")
     if [ "$shown" -lt 3 ] && [ "$verdicts" -gt "$shown" ]; then
       echo "   [$(( $(date +%s) - t0 )) s] first verdicts (with their error text):"

@@ -24,6 +24,9 @@ FIELDS = ["wall_s", "sampling_s", "sampling_wall_s", "evaluating_s", "evaluating
 
 
 def read_steps(path):
+    """step -> {timeline field or metric: value}, from either layout of metrics.jsonl: one line
+    per step with flat keys (step_timeline/wall_s, ...), or one record per line (older runs:
+    "name": "step_timeline.wall_s")."""
     steps = {}
     with open(path) as f:
         for line in f:
@@ -31,11 +34,13 @@ def read_steps(path):
             if not line:
                 continue
             r = json.loads(line)
-            name = r.get("name", "")
-            if name.startswith("step_timeline."):
-                steps.setdefault(r["step"], {})[name[len("step_timeline."):]] = r["value"]
-            elif name in ("reward/mean", "rate/correct", "rate/compiled"):
-                steps.setdefault(r["step"], {})[name] = r["value"]
+            items = [(r["name"], r.get("value"))] if "name" in r else list(r.items())
+            for name, value in items:
+                for prefix in ("step_timeline/", "step_timeline."):
+                    if name.startswith(prefix):
+                        steps.setdefault(r["step"], {})[name[len(prefix):]] = value
+                if name in ("reward/mean", "rate/correct", "rate/compiled"):
+                    steps.setdefault(r["step"], {})[name] = value
     return {s: v for s, v in steps.items() if "wall_s" in v}
 
 

@@ -79,14 +79,21 @@ std::vector<metric_record> summarize_step(const std::vector<trajectory>& traject
   uint64_t version_min = UINT64_MAX, version_max = 0;
   double staleness_sum = 0, staleness_max = 0;
   struct tally {
-    size_t correct = 0, count = 0;
+    size_t correct = 0, compiled = 0, parsed = 0, count = 0;
     double reward = 0;
   };
+  size_t succeeded = 0;              // trajectories with a correct turn
+  double nll_sum = 0;                // -logprob of the sampled completion tokens
+  size_t nll_tokens = 0;
   std::map<int32_t, tally> by_turn;  // turn index -> correct turns, turns, summed returns
   std::map<int, tally> by_level;     // level -> correct turns, turns; rewards per trajectory
   std::map<int, size_t> level_trajectories;
   for (auto& t : trajectories) {
     rewards.push_back(trajectory_reward(t));
+    succeeded += std::any_of(t.turns.begin(), t.turns.end(),
+                             [](const turn& u) { return u.verdict.correct; })
+                   ? 1
+                   : 0;
     failed += t.end_reason.rfind("failed", 0) == 0 ? 1 : 0;
     int level = level_of(t.problem_id);
     if (level > 0) {
@@ -108,12 +115,18 @@ std::vector<metric_record> summarize_step(const std::vector<trajectory>& traject
       fast += v.correct && v.speedup > 1 ? 1 : 0;
       if (v.correct && v.speedup > 0)
         speedups.push_back(v.speedup);
+      for (float lp : turn.logprobs)
+        nll_sum -= lp;
+      nll_tokens += turn.logprobs.size();
       auto& slot = by_turn[turn.index];
       slot.correct += v.correct ? 1 : 0;
+      slot.compiled += v.compiled ? 1 : 0;
+      slot.parsed += evaluated ? 1 : 0;
       ++slot.count;
       slot.reward += turn.return_value;
       if (level > 0) {
         by_level[level].correct += v.correct ? 1 : 0;
+        by_level[level].compiled += v.compiled ? 1 : 0;
         ++by_level[level].count;
       }
       version_min = std::min(version_min, turn.policy_version);
@@ -165,11 +178,26 @@ std::vector<metric_record> summarize_step(const std::vector<trajectory>& traject
     add("rate/correct_turn" + std::to_string(index + 1), per(static_cast<double>(t.correct), t.count));
     add("turn" + std::to_string(index + 1) + "/reward_mean", per(t.reward, t.count));
   }
+  // The multi-turn seeds' names (kernel-rl, kernelbench-tinker): success is a trajectory with a
+  // correct turn; turn_N counts from 0 as theirs do.
+  add("multiturn/success_rate", per(static_cast<double>(succeeded), trajectories.size()));
+  add("multiturn/avg_turns", per(static_cast<double>(turns), trajectories.size()));
+  for (auto& [index, t] : by_turn) {
+    auto prefix = "multiturn/turn_" + std::to_string(index) + "/";
+    add(prefix + "format_rate", per(static_cast<double>(t.parsed), t.count));
+    add(prefix + "compile_rate", per(static_cast<double>(t.compiled), t.count));
+    add(prefix + "correct_rate", per(static_cast<double>(t.correct), t.count));
+  }
   for (auto& [level, t] : by_level) {
     auto prefix = "level" + std::to_string(level) + "/";
     add(prefix + "reward_mean", per(t.reward, level_trajectories[level]));
     add(prefix + "correct_rate", per(static_cast<double>(t.correct), t.count));
+    add(prefix + "compile_rate", per(static_cast<double>(t.compiled), t.count));
   }
+  // The policy's entropy per token, estimated by the mean negative log-probability of the tokens
+  // it sampled (an unbiased estimate of the sampling distribution's entropy).
+  if (nll_tokens > 0)
+    add("policy/entropy", nll_sum / static_cast<double>(nll_tokens));
   if (turns > 0) {
     add("policy/version_min", static_cast<double>(version_min));
     add("policy/version_max", static_cast<double>(version_max));

@@ -35,7 +35,14 @@ group_filter_result drop_flat_groups(std::vector<trajectory> trajectories, doubl
 ///   episodes, turns, turns/mean, tokens, tokens/prompt, tokens/completion,
 ///   tokens/completion_mean           (per turn)
 ///   rate/correct_turnN, turnN/reward_mean      per turn index N (1-based)
-///   levelN/reward_mean, levelN/correct_rate    per KernelBench level (problem ids "levelN/...")
+///   multiturn/success_rate           trajectories with a correct turn (the seeds' name)
+///   multiturn/avg_turns              turns per trajectory
+///   multiturn/turn_N/format_rate|compile_rate|correct_rate   per turn index N (0-based, as
+///                                    the seeds count)
+///   levelN/reward_mean, levelN/correct_rate, levelN/compile_rate   per KernelBench level
+///                                    (problem ids "levelN/...")
+///   policy/entropy                   mean negative log-probability of the sampled tokens (an
+///                                    estimate of the policy's entropy per token)
 ///   policy/version_min|max           versions the turns were sampled with
 ///   staleness/mean|max               learner_version minus those versions (when given)
 /// and two distributions (records with samples, shown as TensorBoard histograms):

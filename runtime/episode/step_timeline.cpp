@@ -1,5 +1,7 @@
 #include "runtime/episode/step_timeline.hpp"
 
+#include "runtime/report/metrics_jsonl.hpp"
+
 #include <algorithm>
 #include <cstdio>
 
@@ -29,7 +31,7 @@ std::vector<metric_record> timeline_metrics(const step_timeline& t, int64_t unix
                                             const std::string& source) {
   std::vector<metric_record> out;
   auto add = [&](const char* name, double value) {
-    out.push_back({t.step, std::string("step_timeline.") + name, value, unix_ms, source, {}});
+    out.push_back({t.step, std::string("step_timeline/") + name, value, unix_ms, source, {}});
   };
   add("wall_s", t.wall_s);
   add("sampling_s", t.sampling_s);
@@ -44,7 +46,22 @@ std::vector<metric_record> timeline_metrics(const step_timeline& t, int64_t unix
   add("slowest_stage_s", slowest_stage_s(t));
   add("steps_in_flight", static_cast<double>(t.steps_in_flight));
   add("stale_dropped", static_cast<double>(t.stale_dropped));
+  // The seeds' timing names (tinker-cookbook's time/*): the step's wall time, its training, and
+  // the rest (episodes: sampling and evaluating).
+  out.push_back({t.step, "time/total", t.wall_s, unix_ms, source, {}});
+  out.push_back({t.step, "time/train", t.training_s, unix_ms, source, {}});
+  out.push_back({t.step, "time/rollout", std::max(0.0, t.wall_s - t.training_s - t.publishing_s),
+                 unix_ms, source, {}});
   return out;
+}
+
+std::vector<metric_record> commit_records(std::vector<metric_record> summary,
+                                          const step_timeline& t, uint64_t steps, int64_t unix_ms,
+                                          const std::string& source) {
+  auto timeline = timeline_metrics(t, unix_ms, source);
+  summary.insert(summary.end(), timeline.begin(), timeline.end());
+  summary.push_back(report::commit_record(t.step, steps, unix_ms, source));
+  return summary;
 }
 
 std::string render_timeline_table(const std::vector<step_timeline>& steps) {

@@ -40,7 +40,15 @@ struct step_timeline {
 /// publishing (what one learner does per step). 0 for an empty timeline.
 double slowest_stage_s(const step_timeline& t);
 
-/// The records "step_timeline.wall_s", "step_timeline.sampling_s", ... for the metrics actor.
+/// What the coordinator sends the metrics sink when it commits a step: the step's `summary`,
+/// its timeline and the commit mark that has the sink write the step's line (metrics_jsonl.hpp;
+/// `steps`: the run's length, 0 without an end).
+std::vector<metric_record> commit_records(std::vector<metric_record> summary,
+                                          const step_timeline& t, uint64_t steps, int64_t unix_ms,
+                                          const std::string& source);
+
+/// The records "step_timeline/wall_s", "step_timeline/sampling_s", ... and the seeds' time/total,
+/// time/train, time/rollout (wall time not training or publishing) for the metrics actor.
 std::vector<metric_record> timeline_metrics(const step_timeline& t, int64_t unix_ms,
                                             const std::string& source);
 

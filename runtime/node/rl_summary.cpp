@@ -2,42 +2,16 @@
 
 #include "runtime/episode/coordinator_checkpoint.hpp"
 #include "runtime/io/clock.hpp"
+#include "runtime/report/metrics_jsonl.hpp"
 #include "runtime/train/checkpoint_list.hpp"
 
 #include <fmt/format.h>
-#include <simdjson.h>
 
 #include <filesystem>
-#include <fstream>
-#include <map>
 
 namespace kbrl {
 
 namespace fs = std::filesystem;
-
-namespace {
-
-/// step -> value of one metric of the training steps in metrics.jsonl (the last line per step).
-std::map<uint64_t, double> metric_by_step(const std::string& path, const std::string& name) {
-  std::map<uint64_t, double> out;
-  std::ifstream in(path);
-  simdjson::dom::parser parser;
-  for (std::string line; std::getline(in, line);) {
-    if (line.find(name) == std::string::npos)
-      continue;
-    simdjson::dom::element doc;
-    std::string_view n;
-    uint64_t step = 0;
-    double value = 0;
-    if (parser.parse(line).get(doc) || doc["name"].get(n) || n != name || doc["step"].get(step)
-        || doc["value"].get(value))
-      continue;
-    out[step] = value;
-  }
-  return out;
-}
-
-} // namespace
 
 std::string rl_run_summary(const std::string& run_dir, uint64_t steps, uint64_t first_step,
                            double seconds) {
@@ -55,8 +29,8 @@ std::string rl_run_summary(const std::string& run_dir, uint64_t steps, uint64_t 
                        reached > first_step ? reached - first_step : 0, human_duration(seconds));
 
   auto metrics = run_dir + "/metrics.jsonl";
-  auto reward = metric_by_step(metrics, "reward/mean");
-  auto correct = metric_by_step(metrics, "rate/correct");
+  auto reward = report::metric_by_step(metrics, "reward/mean");
+  auto correct = report::metric_by_step(metrics, "rate/correct");
   if (!reward.empty()) {
     auto first = reward.begin(), last = std::prev(reward.end());
     text += fmt::format(" Mean reward {:.3f} at step {} -> {:.3f} at step {}", first->second,
@@ -66,7 +40,7 @@ std::string rl_run_summary(const std::string& run_dir, uint64_t steps, uint64_t 
                           100 * correct[last->first]);
     text += ".";
   }
-  auto held_out = metric_by_step(metrics, "eval/rate/correct");
+  auto held_out = report::metric_by_step(metrics, "eval/rate/correct");
   if (!held_out.empty())
     text += fmt::format(" Held-out problems: {:.0f}% correct after step {}.",
                         100 * held_out.rbegin()->second, held_out.rbegin()->first);

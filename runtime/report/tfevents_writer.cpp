@@ -201,6 +201,98 @@ std::string encode_session_start_event(double wall_time, int64_t step) {
   return event;
 }
 
+namespace {
+
+/// SummaryMetadata { plugin_data { plugin_name, content } }.
+std::string plugin_metadata(std::string_view plugin, std::string_view content) {
+  std::string plugin_data;
+  put_bytes_field(plugin_data, 1, plugin);
+  if (!content.empty())
+    put_bytes_field(plugin_data, 2, content);
+  std::string metadata;
+  put_bytes_field(metadata, 1, plugin_data);
+  return metadata;
+}
+
+/// An Event at `step` whose Summary holds one value: tag, metadata, tensor.
+std::string tensor_event(double wall_time, int64_t step, std::string_view tag,
+                         std::string_view metadata, std::string_view tensor) {
+  std::string v;
+  put_bytes_field(v, 1, tag);
+  put_bytes_field(v, 8, tensor);
+  put_bytes_field(v, 9, metadata);
+  std::string summary;
+  put_bytes_field(summary, 1, v);
+  std::string event = event_header(wall_time, step);
+  put_bytes_field(event, 5, summary);
+  return event;
+}
+
+/// google.protobuf.Value of a hyperparameter.
+std::string hparam_value(const hparam& h) {
+  std::string v;
+  if (h.is_bool) {
+    put_tag(v, 4, wire_varint);
+    put_varint(v, h.flag ? 1 : 0);
+  } else if (h.is_number) {
+    put_double_field(v, 2, h.number);
+  } else {
+    put_bytes_field(v, 3, h.text);
+  }
+  return v;
+}
+
+} // namespace
+
+std::string encode_text_event(double wall_time, int64_t step, const std::string& tag,
+                              const std::string& markdown) {
+  // TensorProto { dtype: DT_STRING (7), tensor_shape {} (a scalar), string_val: [markdown] }
+  std::string tensor;
+  put_tag(tensor, 1, wire_varint);
+  put_varint(tensor, 7);
+  put_bytes_field(tensor, 2, "");
+  put_bytes_field(tensor, 8, markdown);
+  return tensor_event(wall_time, step, tag, plugin_metadata("text", ""), tensor);
+}
+
+std::string encode_hparams_event(double wall_time, const std::vector<hparam>& hparams,
+                                 const std::string& group) {
+  // HParamsPluginData { version: 0, session_start_info (3) { hparams (1): map<string, Value>,
+  // group_name (4), start_time_secs (5) } }, as tensorboard.plugins.hparams writes it, with its
+  // empty float tensor as the value.
+  std::string start;
+  for (auto& h : hparams) {
+    std::string entry;
+    put_bytes_field(entry, 1, h.name);
+    put_bytes_field(entry, 2, hparam_value(h));
+    put_bytes_field(start, 1, entry);
+  }
+  if (!group.empty())
+    put_bytes_field(start, 4, group);
+  put_double_field(start, 5, wall_time);
+  std::string data;
+  put_bytes_field(data, 3, start);
+  std::string dim; // Dim { size: 0 }
+  std::string shape;
+  put_bytes_field(shape, 2, dim);
+  std::string tensor;
+  put_tag(tensor, 1, wire_varint);
+  put_varint(tensor, 1); // DT_FLOAT
+  put_bytes_field(tensor, 2, shape);
+  return tensor_event(wall_time, 0, "_hparams_/session_start_info",
+                      plugin_metadata("hparams", data), tensor);
+}
+
+caf::expected<void> tfevents_writer::write_text(int64_t step, const std::string& tag,
+                                                const std::string& markdown) {
+  return write_record(encode_text_event(now_seconds(), step, tag, markdown));
+}
+
+caf::expected<void> tfevents_writer::write_hparams(const std::vector<hparam>& hparams,
+                                                   const std::string& group) {
+  return write_record(encode_hparams_event(now_seconds(), hparams, group));
+}
+
 caf::expected<tfevents_writer> tfevents_writer::create(const std::string& log_dir,
                                                        const std::string& suffix) {
   std::error_code ec;

@@ -73,6 +73,24 @@ std::string encode_histograms_event(double wall_time, int64_t step,
 /// An Event protobuf with wall_time, step and SessionLog { status: START }.
 std::string encode_session_start_event(double wall_time, int64_t step);
 
+/// A hyperparameter for TensorBoard's HParams dashboard: a number, a flag or a text.
+struct hparam {
+  std::string name;
+  bool is_number = false, is_bool = false;
+  double number = 0;
+  bool flag = false;
+  std::string text;
+};
+
+/// An Event at `step` with a text summary (TensorBoard's Text dashboard renders it as markdown).
+std::string encode_text_event(double wall_time, int64_t step, const std::string& tag,
+                              const std::string& markdown);
+
+/// An Event with the HParams plugin's session start info (the run's hyperparameters, its group
+/// name and start time), as tensorboard.plugins.hparams writes it.
+std::string encode_hparams_event(double wall_time, const std::vector<hparam>& hparams,
+                                 const std::string& group);
+
 /// Appends summaries to one event file.
 class tfevents_writer {
 public:
@@ -94,6 +112,12 @@ public:
   /// Writes a SessionLog START at `step`: TensorBoard drops what earlier files hold for `step`
   /// and later (a resumed run redoing them).
   caf::expected<void> write_session_start(int64_t step);
+
+  /// Writes a text summary at `step` (markdown).
+  caf::expected<void> write_text(int64_t step, const std::string& tag, const std::string& markdown);
+
+  /// Writes the run's hyperparameters for the HParams dashboard.
+  caf::expected<void> write_hparams(const std::vector<hparam>& hparams, const std::string& group);
 
   /// The event file's path.
   const std::string& path() const { return path_; }

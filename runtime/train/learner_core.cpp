@@ -218,6 +218,10 @@ caf::expected<policy_update> learner_core::train(trajectory_batch batch) {
     report_.batches_trained = cursor_.batches_trained;
     report_.groups_dropped += advantages->dropped_groups.size();
     report_.mean_score = advantages->mean_score;
+    report_.advantages.clear();
+    for (const auto& t : trajectories)
+      for (const auto& turn : t.turns)
+        report_.advantages.push_back(turn.advantage);
   };
   if (samples->empty()) {
     consumed();

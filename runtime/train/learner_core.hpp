@@ -51,6 +51,7 @@ struct learner_report {
   std::optional<step_stats> last;     ///< the last step's figures
   double tokens_per_second = 0;       ///< of the last step (prompt + completion tokens)
   double mean_score = 0;              ///< of the last batch trained
+  std::vector<double> advantages;     ///< of the last batch trained, one per turn
   /// Turns trained per policy version that sampled them, over the last batches.
   std::map<uint64_t, uint64_t> turns_by_version;
   int64_t trainable_parameters = 0;

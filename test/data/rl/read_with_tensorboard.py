@@ -11,9 +11,11 @@ are what the real dashboards read, not only kbrl's test reader.
 
 It reads the folder twice: with the legacy EventAccumulator (scalars, histograms as
 HistogramProto) and with the plugin accumulator the dashboards use (histograms migrated to
-tensors of [left, right, count] buckets). It prints every scalar and histogram step and fails
-(exit 1) when there is no scalar or no histogram, or when a step appears twice for a tag (a
-resumed run's redone steps must have been purged by its SessionLog START).
+tensors of [left, right, count] buckets; the HParams and Text plugins' data). It prints every
+scalar and histogram step and fails (exit 1) when there is no scalar or no histogram, when a step
+appears twice for a tag (a resumed run's redone steps must have been purged by its SessionLog
+START), when a learner scalar is missing, or when the run's config is not there as
+hyperparameters (HParams dashboard) and as text (Text dashboard).
 """
 import sys
 
@@ -54,6 +56,36 @@ def main(log_dir: str) -> int:
                 print(f"{tag}\tstep {e.step}\tdashboard buckets {buckets.tolist()}")
     print(f"{migrated} histogram steps as the dashboard reads them", file=sys.stderr)
     if not scalars or not histograms or migrated == 0:
+        ok = False
+
+    wanted = ["learner/loss", "learner/kl", "learner/grad_norm", "learner/lr",
+              "learner/clip_fraction", "learner/tokens_per_second", "policy/entropy",
+              "multiturn/success_rate", "time/total", "progress/done_frac"]
+    missing = [t for t in wanted if t not in scalars]
+    if "hist/advantage" not in histograms:
+        missing.append("hist/advantage")
+    if missing:
+        print(f"missing: {missing}", file=sys.stderr)
+        ok = False
+
+    from tensorboard.plugins.hparams import plugin_data_pb2
+    hparams = pacc.PluginTagToContent("hparams")
+    sessions = [plugin_data_pb2.HParamsPluginData.FromString(c).session_start_info
+                for c in hparams.values()]
+    values = {k: v for s in sessions for k, v in s.hparams.items()}
+    print(f"hparams: {len(values)} (learner.lr = {values.get('learner.lr')}, "
+          f"run.name = {values.get('run.name')}, group {[s.group_name for s in sessions]})",
+          file=sys.stderr)
+    if "learner.lr" not in values or "rl.steps" not in values:
+        ok = False
+    texts = pacc.PluginTagToContent("text")
+    config = ""
+    if "config" in texts:
+        from tensorboard.util import tensor_util
+        config = tensor_util.make_ndarray(pacc.Tensors("config")[0].tensor_proto).item().decode()
+    print(f"config text: {len(config)} characters, [learner] in it: {'[learner]' in config}",
+          file=sys.stderr)
+    if "[learner]" not in config:
         ok = False
     return 0 if ok else 1
 

@@ -307,10 +307,13 @@ coordinator_actor::behavior_type coordinator(coordinator_pointer self, actor_sta
                                              std::vector<problem> eval_set) {
   auto& st = self->state;
   st.stats = std::move(stats);
-  st.ledger = std::make_unique<episode::step_ledger>(io::directory_store(settings.run_dir),
-                                                     settings.traces_max_bytes);
-  st.timelines = std::make_unique<episode::timeline_book>(settings.timeline_steps);
   st.res = std::move(resources);
+  episode::trace_options traces{settings.traces_tokens, {}};
+  if (auto tok = st.res->tokenizer) // traces carry each prompt's text
+    traces.prompt_text = [tok](const std::vector<int32_t>& ids) { return tok->decode(ids); };
+  st.ledger = std::make_unique<episode::step_ledger>(io::directory_store(settings.run_dir),
+                                                     settings.traces_max_bytes, traces);
+  st.timelines = std::make_unique<episode::timeline_book>(settings.timeline_steps);
   st.res->coordinator = coordinator_actor{self};
   st.clock = std::make_shared<episode::stage_clock>();
   st.res->stages = st.clock;
@@ -358,9 +361,8 @@ coordinator_actor::behavior_type coordinator(coordinator_pointer self, actor_sta
       if (verb == "trajectory")
         return episode::trajectory_view(st.last_trajectories, args, st.res->tokenizer.get(),
                                         settings_of(self).episodes.prompts.format);
-      return make_error(errc::not_supported, st.stats.name
-                                               + " accepts pause, resume, timeline [N] and "
-                                                 "trajectory PROBLEM, got '"
+      return make_error(errc::not_supported, st.stats.name + " accepts pause, resume, timeline "
+                                                             "[N] and trajectory PROBLEM, got '"
                                                + verb + "'");
     },
     [self](trajectory_atom, trajectory& t) {
@@ -371,10 +373,8 @@ coordinator_actor::behavior_type coordinator(coordinator_pointer self, actor_sta
         st.last_trajectories.record(t, round->second.step);
       auto id = t.id;
       switch (st.pipeline->add(std::move(t))) {
-        case episode::arrival::unknown_round:
-          spdlog::warn("{}: trajectory {} belongs to no step under way; ignored", st.stats.name,
-                       id);
-          return;
+        case episode::arrival::unknown_round: // a step no longer under way: dropped
+          return spdlog::warn("{}: trajectory {} ignored: no such step", st.stats.name, id);
         case episode::arrival::waiting:
           return;
         case episode::arrival::held_out_complete:
@@ -383,11 +383,14 @@ coordinator_actor::behavior_type coordinator(coordinator_pointer self, actor_sta
           return try_train(self);
       }
     },
-    [self](policy_atom, policy_update& update) {
-      self->state.pipeline->saw_policy_version(update.version);
+    [self](policy_atom, policy_update& u) { self->state.pipeline->saw_policy_version(u.version); },
+    [self](pause_atom) {
+      spdlog::info("{}: paused: the steps under way finish, no new one starts",
+                   self->state.stats.name);
+      self->state.pipeline->pause();
     },
-    [self](pause_atom) { self->state.pipeline->pause(); },
     [self](resume_atom) {
+      spdlog::info("{}: resumed", self->state.stats.name);
       if (self->state.pipeline->resume_launching())
         fill_pipeline(self);
     },

@@ -369,8 +369,12 @@ node_behavior::behavior_type node(node_pointer self, node_settings settings) {
       auto& st = self->state;
       if (st.join.stopping())
         return;
-      spdlog::info("node {}: {}, {} actors, {} heartbeats sent", st.settings.info.name,
-                   own_status(self).state, st.children.size() + 1, st.heartbeats);
+      // On the console only when the node's state or actors changed; every tick in debug logs.
+      auto line = own_status(self).state + ", " + std::to_string(st.children.size() + 1)
+                  + " actors";
+      spdlog::log(line == st.last_tick_line ? spdlog::level::debug : spdlog::level::info,
+                  "node {}: {}, {} heartbeats sent", st.settings.info.name, line, st.heartbeats);
+      st.last_tick_line = std::move(line);
       self->delayed_send(self, st.settings.status_interval, tick_atom::value);
     },
     [self](stop_atom) {

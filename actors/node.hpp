@@ -73,6 +73,7 @@ struct node_actor_state {
   membership_actor membership;
   join_state join;                 ///< joined, pending join and heartbeat, attempts, stopping
   uint64_t heartbeats = 0;
+  std::string last_tick_line;      ///< the status tick's last line shown at info level
 };
 
 /// The node's own behaviour: its public interface and the messages it sends itself (join: try

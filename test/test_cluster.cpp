@@ -288,14 +288,16 @@ BOOST_AUTO_TEST_CASE(bad_input_is_refused_before_anything_starts) {
   BOOST_CHECK_MESSAGE(bad_override.output.find("did you mean 'log.level'") != std::string::npos,
                       bad_override.output);
   BOOST_CHECK(!std::filesystem::exists(dir / "runs"));
-  // A port already taken: the second node says so and exits non-zero.
+  // A port already taken: the second node says so before it starts anything (no run directory,
+  // no actors) and exits 2.
   auto head = start("head", "learner");
   BOOST_REQUIRE(eventually([&] { return node_in_state("head", "up"); }, 15s));
   auto twin = run_command({node_bin(), "--role", "learner", "--manifest", manifest, "--node",
                            "head", "run.dir=" + (dir / "runs2")});
-  BOOST_CHECK_EQUAL(twin.code, 1);
-  BOOST_CHECK_MESSAGE(twin.output.find("cannot listen on port") != std::string::npos,
+  BOOST_CHECK_EQUAL(twin.code, 2);
+  BOOST_CHECK_MESSAGE(twin.output.find("is in use (another kbrl-node") != std::string::npos,
                       twin.output);
+  BOOST_CHECK(!std::filesystem::exists(dir / "runs2"));
   BOOST_CHECK(head.running());
   auto bad_endpoint = run_command({shell_bin(), "localhost", "-c", "nodes"});
   BOOST_CHECK_EQUAL(bad_endpoint.code, 2);

@@ -80,15 +80,22 @@ std::string browser() {
 }
 
 /// The DOM of `html_file` after the page's scripts ran, and the browser's console lines.
-test::command_result render_in_browser(const std::string& html_file) {
+test::command_result render_in_browser(const std::string& html_file,
+                                       const std::string& window = "1400,1000") {
   auto exe = browser();
   BOOST_REQUIRE_MESSAGE(!exe.empty(), "no headless browser: run tools/setup.sh (it installs "
                                       "Debian's chromium-headless-shell)");
   // --no-sandbox: Chromium refuses to start its sandbox as root.
   return test::run_command({exe, "--headless", "--no-sandbox", "--disable-gpu",
-                            "--enable-logging=stderr", "--v=0", "--dump-dom",
-                            "file://" + html_file},
+                            "--enable-logging=stderr", "--v=0", "--window-size=" + window,
+                            "--dump-dom", "file://" + html_file},
                            60);
+}
+
+/// The document width the page's script measured (data-page-width), -1 when absent.
+int page_width(const std::string& dom) {
+  auto at = dom.find("data-page-width=\"");
+  return at == std::string::npos ? -1 : std::atoi(dom.c_str() + at + 17);
 }
 
 } // namespace
@@ -441,6 +448,39 @@ BOOST_AUTO_TEST_CASE(the_report_renders_in_a_headless_browser_without_script_err
   BOOST_CHECK_MESSAGE(rb.output.find("data-js-errors=\"") != std::string::npos,
                       "a failing script went unnoticed");
   BOOST_CHECK(rb.output.find("data-rendered=\"yes\"") == std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_report_with_many_samples_and_long_errors_fits_1400_pixels) {
+  // 64 samples per problem (64 pass@k values, shown as 1..5, 10, 20, 50, 64), a long unbroken
+  // error line, a long source path and each sample's program folded in the samples table.
+  std::vector<sample_record> records;
+  for (int s = 0; s < 64; ++s) {
+    auto r = record("level1/1_A", 1, s, s % 3 == 0, s % 3 == 0 ? 1.5 : 0,
+                    s % 3 == 0 ? "none" : "compile");
+    if (s % 3 != 0)
+      r.error_excerpt = std::string(400, 'x') + "\nerror: expected ';'";
+    r.source = "level1/1_A/" + std::string(120, 'p') + "/sample_" + std::to_string(s) + ".py";
+    records.push_back(r);
+  }
+  auto info = some_info();
+  info.machine = "host gpu-7, 1 x NVIDIA H100 80GB HBM3, driver 580.0, libtorch 2.11.0";
+  test::temp_dir dir;
+  auto page = dir / "report.html";
+  test::write_file(page, render_html_report(info, compute_metrics(records), records,
+                                            [](const sample_record& r) {
+                                              return "class ModelNew:  # " + r.source + "\n" +
+                                                     std::string(300, 'c');
+                                            }));
+  auto html = test::read_file(page);
+  BOOST_CHECK(html.find("<th>pass@64</th>") != std::string::npos);
+  BOOST_CHECK(html.find("<th>pass@6</th>") == std::string::npos);
+  BOOST_CHECK(html.find("<th>pass@50</th>") != std::string::npos);
+  BOOST_CHECK(html.find("libtorch 2.11.0") != std::string::npos);
+  BOOST_CHECK(html.find("class ModelNew:  # level1/1_A/") != std::string::npos);
+  auto r = render_in_browser(page, "1400,1000");
+  BOOST_REQUIRE_MESSAGE(r.code == 0, "the browser failed: " << r.output.substr(0, 2000));
+  const int width = page_width(r.output);
+  BOOST_CHECK_MESSAGE(width > 0 && width <= 1400, "the page is " << width << " px wide at 1400");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

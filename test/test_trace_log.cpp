@@ -91,4 +91,39 @@ BOOST_AUTO_TEST_CASE(a_failed_write_names_the_file_and_the_next_append_recovers)
   BOOST_CHECK_EQUAL(lines_of(read_file(log.path())).size(), 1u);
 }
 
+BOOST_AUTO_TEST_CASE(a_line_carries_what_a_researcher_reads_a_trajectory_for) {
+  auto t = make(7, "level1/19_ReLU", 0);
+  t.turns[0].prompt_tokens = {72, 105};
+  t.turns[0].completion_tokens = {1, 2, 3};
+  t.turns[0].logprobs = {-0.5f, -1.0f, -2.0f};
+  t.turns[0].verdict.hack_flags = {"own_kernels_idle"};
+  t.turns[0].verdict.trials_passed = 3;
+  t.turns[0].verdict.trials_total = 5;
+  auto unparsed = t.turns[0];
+  unparsed.index = 1;
+  unparsed.verdict = {}; // no program in the answer: never evaluated
+  t.turns.push_back(unparsed);
+  episode::trace_options options;
+  options.token_ids = true;
+  options.prompt_text = [](const std::vector<int32_t>& ids) {
+    return std::string(ids.begin(), ids.end());
+  };
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  const auto line = episode::trace_line(t, 4, false, options);
+  BOOST_REQUIRE_MESSAGE(!parser.parse(line).get(doc), line);
+  auto first = doc["turns"].at(0), second = doc["turns"].at(1);
+  BOOST_CHECK_EQUAL(std::string_view(first["prompt"]), "Hi");
+  BOOST_CHECK_EQUAL(std::string_view(first["hack_flags"].at(0)), "own_kernels_idle");
+  BOOST_CHECK_EQUAL(int64_t(first["trials_passed"]), 3);
+  BOOST_CHECK_EQUAL(std::string_view(first["error"]), "none");
+  BOOST_CHECK_EQUAL(std::string_view(second["error"]), "format"); // not "none"
+  BOOST_CHECK_EQUAL(int64_t(first["completion_token_ids"].at(2)), 3);
+  BOOST_CHECK_EQUAL(double(first["logprobs"].at(1)), -1.0);
+  // Without the options: no prompt text, no token ids.
+  BOOST_REQUIRE(!parser.parse(episode::trace_line(t, 4, false)).get(doc));
+  BOOST_CHECK(doc["turns"].at(0)["prompt"].error());
+  BOOST_CHECK(doc["turns"].at(0)["logprobs"].error());
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -135,9 +135,9 @@ int main(int argc, char** argv) {
     ->capture_default_str();
   app.add_option("--precision", o.precision)->check(CLI::IsMember({"fp32", "fp16", "bf16"}))
     ->capture_default_str();
-  app.add_option("--kernelbench", o.kernelbench,
+  app.add_option("--kernelbench,--problems-root", o.kernelbench,
                  "Problem source: a KernelBench checkout, a folder of level<L>/ folders or of "
-                 "problem files (default $KERNELBENCH_ROOT)");
+                 "problem files (default problems.root of --config, then $KERNELBENCH_ROOT)");
   app.add_option("--output", o.output, "Output folder (re-run with the same one to continue)")
     ->required();
   auto* gpu_opt =
@@ -201,9 +201,17 @@ int main(int argc, char** argv) {
   app.add_option("--config", o.config,
                  "Run-config override key=value (sampler.*, eval.*), or a run config TOML file; "
                  "repeatable");
+  std::vector<std::string> positional;
+  app.add_option("overrides", positional,
+                 "key=value run-config overrides after the options, as kbrl-node takes them");
   kbrl::config::add_version_flag(app, "kbrl-eval");
   if (auto status = kbrl::config::parse_command_line(app, argc, argv, 2))
     return *status;
+  for (auto& p : positional) {
+    if (p.find('=') == std::string::npos)
+      return fail("'" + p + "': expected key=value after the options (e.g. eval.isolation=none)");
+    o.config.push_back(p);
+  }
   o.turns_given = turns_opt->count() > 0;
   if (o.model.empty() && o.generations.empty())
     return fail("give --model PATH|ID (generate and evaluate) or --generations DIR (evaluate "
@@ -211,6 +219,8 @@ int main(int argc, char** argv) {
   auto run = run_config_of(o);
   if (!run)
     return fail(run.error());
+  if (o.kernelbench.empty()) // the same problem folder a training run's config names
+    o.kernelbench = run->get_string("problems.root");
   std::optional<config::cluster_manifest> cluster;
   if (o.manifest.empty())
     o.manifest = run->get_string("eval.manifest");
@@ -240,6 +250,7 @@ int main(int argc, char** argv) {
   info.problems = o.problems.empty() ? "all" : o.problems;
   info.started = report::utc_now();
   info.tensorboard_step = tensorboard ? tensorboard->step : -1;
+  info.machine = evalcli::machine_description(torch_version());
   info.evaluator = cluster        ? "cluster " + cluster->name
                    : o.gpus.empty() ? "cpu"
                                     : "gpu " + join_ints(o.gpus);
@@ -357,7 +368,8 @@ int main(int argc, char** argv) {
   auto records = ctx->ledger->records();
   auto metrics = report::compute_metrics(records, report::default_fast_p_thresholds(),
                                          *report::parse_sample_counting(o.sample_counting));
-  if (auto ok = evalcli::write_run_outputs(o.output, info, metrics, records); !ok)
+  const auto sources = o.generations.empty() ? ctx->generations_root : o.generations;
+  if (auto ok = evalcli::write_run_outputs(o.output, info, metrics, records, sources); !ok)
     return fail(ok.error());
   if (tensorboard) {
     auto path = evalcli::log_to_tensorboard(*tensorboard, metrics);

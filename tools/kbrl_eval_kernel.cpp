@@ -12,6 +12,7 @@
 
 #include "messages/errors.hpp"
 #include "runtime/config/command_line.hpp"
+#include "runtime/eval/answer_parsing.hpp"
 #include "runtime/eval/eval_engine.hpp"
 #include "runtime/eval/problems.hpp"
 #include "runtime/eval/static_report.hpp"
@@ -106,8 +107,9 @@ int main(int argc, char** argv) {
   app.add_option("--candidate", candidate_path, "Candidate program (ModelNew)")
     ->required()
     ->check(CLI::ExistingFile);
-  app.add_option("--problems-root", roots,
-                 "Where LEVEL/ID problems are looked up before $KERNELBENCH_ROOT");
+  app.add_option("--kernelbench,--problems-root", roots,
+                 "Where LEVEL/ID problems are looked up before $KERNELBENCH_ROOT (kbrl-eval's "
+                 "--kernelbench, the run config's problems.root)");
   app.add_option("--backend", backend, "cuda, triton, torch, hip, cute, tilelang, thunderkittens");
   app.add_option("--precision", precision, "fp32, fp16 or bf16");
   app.add_option("--trials", trials, "Correctness trials")->check(CLI::Range(1, 1000));
@@ -181,6 +183,19 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kbrl-eval-kernel: --candidate: %s\n",
                  kbrl::describe(candidate_source.error()).c_str());
     return 3;
+  }
+  // A model's whole answer (.txt, .md): the program is taken out of it as kbrl-eval does.
+  const auto ext = std::filesystem::path(candidate_path).extension();
+  if (ext == ".txt" || ext == ".md") {
+    auto found = kbrl::eval::extract_kernel_code(*candidate_source);
+    if (!found) {
+      std::fprintf(stderr, "kbrl-eval-kernel: --candidate %s: no program in the answer: %s\n",
+                   candidate_path.c_str(), kbrl::describe(found.error()).c_str());
+      return 1; // a format failure of the candidate, as kbrl-eval scores it
+    }
+    std::fprintf(stderr, "kbrl-eval-kernel: the program of %s (%s)\n", candidate_path.c_str(),
+                 found->how.c_str());
+    *candidate_source = std::move(found->code);
   }
 
   kbrl::config::run_config run;

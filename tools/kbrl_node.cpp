@@ -38,7 +38,9 @@ int main(int argc, char** argv) {
                  "Which manifest node this process is (needed when several fit --role)");
   app.add_option("--port", launch.port, "Port to listen on without a manifest (default 4242)")
     ->check(CLI::Range(1, 65535));
-  app.add_option("--config", launch.config_path, "Run config (TOML)")->check(CLI::ExistingFile);
+  std::vector<std::string> config_args;
+  app.add_option("--config", config_args,
+                 "Run config (TOML), or a key=value override as kbrl-eval takes them; repeatable");
   app.add_option("--resume", launch.resume_dir,
                  "Continue the RL run in this run directory (its config.toml, the learner's "
                  "newest checkpoint, coordinator.json); overrides apply on top, e.g. "
@@ -49,6 +51,23 @@ int main(int argc, char** argv) {
   kbrl::config::add_version_flag(app, "kbrl-node");
   if (auto status = kbrl::config::parse_command_line(app, argc, argv, 2))
     return *status;
+  // --config takes a file or key=value (kbrl-eval's spelling); overrides given either way apply
+  // in order after the file.
+  std::vector<std::string> config_overrides;
+  for (auto& c : config_args) {
+    if (c.find('=') != std::string::npos) {
+      config_overrides.push_back(c);
+    } else if (!launch.config_path.empty()) {
+      std::fprintf(stderr, "kbrl-node: --config %s: one run config file at most (%s given "
+                           "before); key=value overrides may follow\n",
+                   c.c_str(), launch.config_path.c_str());
+      return 2;
+    } else {
+      launch.config_path = c;
+    }
+  }
+  launch.overrides.insert(launch.overrides.begin(), config_overrides.begin(),
+                          config_overrides.end());
 
   if (list_nodes) {
     if (launch.manifest_path.empty()) {

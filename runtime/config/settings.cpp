@@ -219,6 +219,9 @@ const std::vector<setting>& all_settings() {
     {"rl.traces_max_mb", setting_kind::integer, "256",
      "Size in MiB past which <run>/traces.jsonl (every trajectory) is rotated to "
      "traces.1.jsonl.", {}, 1},
+    {"rl.traces_tokens", setting_kind::boolean, "false",
+     "Also write each turn's prompt and completion token ids and the sampler's log-probabilities "
+     "in traces.jsonl (large)."},
     {"rl.max_turns", setting_kind::integer, "4",
      "Turns per episode: after a turn that is not yet a success, the model sees the evaluator's "
      "feedback and tries again.", {}, 1, 64},

@@ -34,6 +34,7 @@ struct coordinator_settings {
   std::chrono::milliseconds learner_timeout{std::chrono::minutes(30)};
   std::string run_dir;            ///< traces.jsonl and coordinator.json go here
   uint64_t traces_max_bytes = 256ull << 20; ///< traces.jsonl is rotated to traces.1.jsonl past this
+  bool traces_tokens = false;     ///< token ids and log-probabilities in traces.jsonl; rl.traces_tokens
   uint64_t seed = 0;
   episode_settings episodes;
   /// sync (default) or async (episodes up to max_staleness steps ahead of the learner).

@@ -2,8 +2,9 @@
 
 namespace kbrl::episode {
 
-step_ledger::step_ledger(std::shared_ptr<io::file_store> files, uint64_t traces_max_bytes)
-  : files_(files), traces_(std::move(files), traces_max_bytes) {}
+step_ledger::step_ledger(std::shared_ptr<io::file_store> files, uint64_t traces_max_bytes,
+                         trace_options traces)
+  : files_(files), traces_(std::move(files), traces_max_bytes, std::move(traces)) {}
 
 caf::expected<std::optional<coordinator_checkpoint>> step_ledger::open() {
   auto text = files_->read("coordinator.json");

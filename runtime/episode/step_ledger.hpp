@@ -30,7 +30,8 @@ namespace kbrl::episode {
 class step_ledger {
 public:
   /// traces.jsonl is rotated past `traces_max_bytes` (trace_log).
-  step_ledger(std::shared_ptr<io::file_store> files, uint64_t traces_max_bytes);
+  step_ledger(std::shared_ptr<io::file_store> files, uint64_t traces_max_bytes,
+              trace_options traces = {});
 
   caf::expected<std::optional<coordinator_checkpoint>> open();
   caf::expected<void> record_round(const step_round& round);

@@ -7,7 +7,20 @@
 
 namespace kbrl::episode {
 
-std::string trace_line(const trajectory& t, uint64_t step, bool eval) {
+namespace {
+
+template <class T>
+void write_list(json_writer& w, const char* key, const std::vector<T>& values) {
+  w.key(key).begin_array();
+  for (auto v : values)
+    w.value(v);
+  w.end_array();
+}
+
+} // namespace
+
+std::string trace_line(const trajectory& t, uint64_t step, bool eval,
+                       const trace_options& options) {
   json_writer w;
   w.begin_object()
     .field("step", step)
@@ -18,31 +31,44 @@ std::string trace_line(const trajectory& t, uint64_t step, bool eval) {
     .field("end", t.end_reason);
   w.key("turns").begin_array();
   for (auto& u : t.turns) {
-    w.begin_object()
-      .field("index", u.index)
-      .field("policy_version", u.policy_version)
-      .field("prompt_tokens", static_cast<uint64_t>(u.prompt_tokens.size()))
+    const auto& v = u.verdict;
+    // No program found in the answer: the evaluator never saw it.
+    const bool evaluated = v.compiled || v.error != eval_error::none || !v.trials.empty();
+    w.begin_object().field("index", u.index).field("policy_version", u.policy_version);
+    if (options.prompt_text)
+      w.field("prompt", options.prompt_text(u.prompt_tokens));
+    w.field("prompt_tokens", static_cast<uint64_t>(u.prompt_tokens.size()))
       .field("completion", u.completion_text)
-      .field("compiled", u.verdict.compiled)
-      .field("correct", u.verdict.correct)
-      .field("kernelbench_correct", u.verdict.kernelbench_correct)
-      .field("time_coverage", u.verdict.time_coverage)
-      .field("error", to_string(u.verdict.error))
-      .field("error_excerpt", u.verdict.error_excerpt)
-      .field("speedup", u.verdict.speedup)
-      .field("score", u.score)
-      .field("return", u.return_value)
-      .field("retries", u.retries)
-      .end_object();
+      .field("completion_tokens", static_cast<uint64_t>(u.completion_tokens.size()))
+      .field("compiled", v.compiled)
+      .field("correct", v.correct)
+      .field("kernelbench_correct", v.kernelbench_correct)
+      .field("trials_passed", v.trials_passed)
+      .field("trials_total", v.trials_total)
+      .field("kernelbench_trials_passed", v.kernelbench_trials_passed)
+      .field("time_coverage", v.time_coverage)
+      .field("error", evaluated ? to_string(v.error) : "format")
+      .field("error_excerpt", v.error_excerpt)
+      .field("speedup", v.speedup);
+    write_list(w, "hack_flags", v.hack_flags);
+    w.field("score", u.score).field("return", u.return_value).field("retries", u.retries);
+    if (options.token_ids) {
+      write_list(w, "prompt_token_ids", u.prompt_tokens);
+      write_list(w, "completion_token_ids", u.completion_tokens);
+      write_list(w, "logprobs", u.logprobs);
+    }
+    w.end_object();
   }
   w.end_array().end_object();
   return w.str();
 }
-trace_log::trace_log(std::shared_ptr<io::file_store> files, uint64_t max_bytes)
-  : files_(std::move(files)), max_bytes_(max_bytes) {}
 
-trace_log::trace_log(const std::string& run_dir, uint64_t max_bytes)
-  : trace_log(io::directory_store(run_dir), max_bytes) {}
+trace_log::trace_log(std::shared_ptr<io::file_store> files, uint64_t max_bytes,
+                     trace_options options)
+  : files_(std::move(files)), max_bytes_(max_bytes), options_(std::move(options)) {}
+
+trace_log::trace_log(const std::string& run_dir, uint64_t max_bytes, trace_options options)
+  : trace_log(io::directory_store(run_dir), max_bytes, std::move(options)) {}
 
 caf::expected<void> trace_log::append(std::vector<trajectory> round, uint64_t step, bool eval) {
   if (files_->size(file_name) > max_bytes_) {
@@ -53,7 +79,7 @@ caf::expected<void> trace_log::append(std::vector<trajectory> round, uint64_t st
             [](const trajectory& a, const trajectory& b) { return a.id < b.id; });
   std::string lines;
   for (auto& t : round)
-    lines += trace_line(t, step, eval) + "\n";
+    lines += trace_line(t, step, eval, options_) + "\n";
   return files_->append(file_name, lines);
 }
 

@@ -16,21 +16,34 @@
 #include <caf/expected.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace kbrl::episode {
 
-/// The traces.jsonl line of trajectory `t` of round `step` (eval: a held-out round).
-std::string trace_line(const trajectory& t, uint64_t step, bool eval);
+/// What a traces.jsonl line holds besides the default fields.
+struct trace_options {
+  bool token_ids = false; ///< prompt and completion token ids, the sampler's log-probabilities
+  /// The prompt's text from its token ids (the policy's tokenizer); none: no prompt text.
+  std::function<std::string(const std::vector<int32_t>&)> prompt_text;
+};
+
+/// The traces.jsonl line of trajectory `t` of round `step` (eval: a held-out round): per turn
+/// its index, policy version, prompt (text when `options` can decode it, and length), completion,
+/// the verdict (both correctness results, trials, error category: "format" when no program was
+/// found, error excerpt, speedup, time coverage, hack flags), score, return and retries.
+std::string trace_line(const trajectory& t, uint64_t step, bool eval,
+                       const trace_options& options = {});
 
 class trace_log {
 public:
   /// The log in `files` (a run directory), rotated past `max_bytes`.
-  trace_log(std::shared_ptr<io::file_store> files, uint64_t max_bytes);
+  trace_log(std::shared_ptr<io::file_store> files, uint64_t max_bytes,
+            trace_options options = {});
   /// The log in directory `run_dir`.
-  trace_log(const std::string& run_dir, uint64_t max_bytes);
+  trace_log(const std::string& run_dir, uint64_t max_bytes, trace_options options = {});
 
   /// Appends the lines of `round` (any order; written sorted by id) in one write. Fails with
   /// errc::io_failure naming the file; the next append tries again.
@@ -45,6 +58,7 @@ public:
 private:
   std::shared_ptr<io::file_store> files_;
   uint64_t max_bytes_;
+  trace_options options_;
 };
 
 } // namespace kbrl::episode

@@ -18,4 +18,8 @@ bool backend_needs_gpu(const std::string& backend);
 std::optional<std::string> device_problem(const std::string& backend, const std::vector<int>& gpus,
                                           int cuda_devices);
 
+/// The machine for results.json and the report: "host NAME, 1 x NVIDIA H100 80GB HBM3 (driver
+/// ...), libtorch 2.11.0" (GPUs from nvidia-smi; "no GPU" without one).
+std::string machine_description(const std::string& torch_version);
+
 } // namespace kbrl::evalcli

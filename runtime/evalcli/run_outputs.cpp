@@ -1,5 +1,7 @@
 #include "runtime/evalcli/run_outputs.hpp"
 
+#include "runtime/eval/answer_parsing.hpp"
+#include "runtime/io/file_io.hpp"
 #include "runtime/report/html_report.hpp"
 #include "runtime/report/tfevents_writer.hpp"
 
@@ -12,14 +14,29 @@ namespace fs = std::filesystem;
 
 caf::expected<void> write_run_outputs(const std::string& output_dir, const report::run_info& info,
                                       const report::eval_metrics& metrics,
-                                      const std::vector<report::sample_record>& records) {
+                                      const std::vector<report::sample_record>& records,
+                                      const std::string& sources_root) {
   const fs::path out(output_dir);
   if (auto ok = report::write_file_atomically((out / "results.json").string(),
                                               report::results_json(info, metrics, records));
       !ok)
     return ok;
+  // Each sample's program for the report: its file, or the code taken out of an answer.
+  report::source_reader source;
+  if (!sources_root.empty())
+    source = [root = fs::path(sources_root)](const report::sample_record& r) -> std::string {
+      if (r.source.empty())
+        return "";
+      auto text = io::read_text_file(root / r.source);
+      if (!text)
+        return "";
+      if (r.extraction.empty() || r.extraction == "file")
+        return *text;
+      auto found = eval::extract_kernel_code(*text);
+      return found ? found->code : *text;
+    };
   return report::write_file_atomically((out / "report.html").string(),
-                                       report::render_html_report(info, metrics, records));
+                                       report::render_html_report(info, metrics, records, source));
 }
 
 caf::expected<std::string> log_to_tensorboard(const tensorboard_target& target,

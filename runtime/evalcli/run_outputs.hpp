@@ -14,10 +14,13 @@
 
 namespace kbrl::evalcli {
 
-/// Writes OUT/results.json and OUT/report.html. Fails with errc::io_failure naming the file.
+/// Writes OUT/results.json and OUT/report.html; the report shows each sample's program, read
+/// from `sources_root` (the generations folder the records' `source` paths are in; "": none).
+/// Fails with errc::io_failure naming the file.
 caf::expected<void> write_run_outputs(const std::string& output_dir, const report::run_info& info,
                                       const report::eval_metrics& metrics,
-                                      const std::vector<report::sample_record>& records);
+                                      const std::vector<report::sample_record>& records,
+                                      const std::string& sources_root = "");
 
 /// Logs the metrics' scalars (eval/...) at the target's step into a new event file of its log
 /// folder; returns the file's path. Fails with errc::io_failure naming it.

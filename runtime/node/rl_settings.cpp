@@ -109,6 +109,7 @@ caf::expected<rl_run_settings> rl_run_settings_from(const config::run_config& ru
   c.learner_timeout = seconds_key(run, "rl.learner_timeout_s");
   c.run_dir = run_dir;
   c.traces_max_bytes = static_cast<uint64_t>(run.get_int("rl.traces_max_mb")) << 20;
+  c.traces_tokens = run.get_bool("rl.traces_tokens");
   c.seed = static_cast<uint64_t>(run.get_int("run.seed"));
 
   auto& e = c.episodes;

@@ -30,7 +30,7 @@ std::string cell(const std::string& text) { return "<td>" + text + "</td>"; }
 
 const char* const style = R"(
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px auto;
-       max-width: 1200px; padding: 0 16px; color: #1d2330; }
+       max-width: 1360px; padding: 0 16px; color: #1d2330; }
 h1 { font-size: 22px; margin-bottom: 4px; } h2 { font-size: 17px; margin-top: 32px; }
 table { border-collapse: collapse; margin: 8px 0; font-variant-numeric: tabular-nums; }
 th, td { border: 1px solid #d5d9e2; padding: 3px 8px; text-align: right; vertical-align: top; }
@@ -42,7 +42,11 @@ tr.group-all td { font-weight: 600; }
 .meta td:first-child { color: #5b6476; }
 .note { color: #5b6476; max-width: 900px; }
 .ok { color: #17803d; } .bad { color: #b42318; }
-pre { white-space: pre-wrap; max-width: 640px; margin: 0; font-size: 12px; text-align: left; }
+pre { white-space: pre-wrap; overflow-wrap: anywhere; max-width: 640px; margin: 0;
+      font-size: 12px; text-align: left; }
+.wide { overflow-x: auto; max-width: 100%; }
+td.text { overflow-wrap: anywhere; max-width: 420px; }
+td.long { min-width: 10em; max-width: 280px; }
 details summary { cursor: pointer; color: #2f5bd3; }
 svg text { font: 11px system-ui, sans-serif; fill: #1d2330; }
 th[data-sort=asc]::after { content: " \25B2"; } th[data-sort=desc]::after { content: " \25BC"; }
@@ -78,20 +82,37 @@ const char* const page_script = R"(
       });
     });
   });
+  document.body.setAttribute('data-page-width', document.documentElement.scrollWidth);
   document.body.setAttribute('data-rendered', 'yes');
 })();
 )";
 
 // -- tables --------------------------------------------------------------------------------------
 
+/// The k whose pass@k gets a column among 1..n: 1 to 5, then 10, 20, 50, 100, 200, 500, ... and
+/// n itself (one column per k would not fit a page with many samples).
+std::vector<size_t> shown_ks(size_t n) {
+  std::vector<size_t> out;
+  for (size_t k = 1; k <= std::min<size_t>(n, 5); ++k)
+    out.push_back(k);
+  for (size_t base = 10; base < n; base *= 10)
+    for (size_t f : {1, 2, 5})
+      if (base * f > 5 && base * f < n)
+        out.push_back(base * f);
+  if (n > 5)
+    out.push_back(n);
+  return out;
+}
+
 void group_table(std::string& out, const std::string& id, const std::vector<const metric_group*>& groups,
                  const std::vector<double>& thresholds, bool best_of_n) {
   size_t ks = 0;
   for (auto* g : groups)
     ks = std::max(ks, g->pass_at_k.size());
-  out += "<table id=\"" + id + "\" class=\"sortable\"><thead><tr><th>group</th><th>problems</th>"
-         "<th>samples</th><th>compiled</th><th>correct</th>";
-  for (size_t k = 1; k <= ks; ++k)
+  const auto shown = shown_ks(ks);
+  out += "<div class=\"wide\"><table id=\"" + id + "\" class=\"sortable\"><thead><tr>"
+         "<th>group</th><th>problems</th><th>samples</th><th>compiled</th><th>correct</th>";
+  for (auto k : shown)
     out += "<th>pass@" + std::to_string(k) + "</th>";
   for (auto p : thresholds)
     out += "<th>fast<sub>" + num(p) + "</sub></th>";
@@ -104,9 +125,9 @@ void group_table(std::string& out, const std::string& id, const std::vector<cons
     out += cell(percent(g->compiled_rate), g->compiled_rate);
     out += cell(percent(g->correct_rate) + " (" + std::to_string(g->correct) + ")",
                 g->correct_rate);
-    for (size_t k = 0; k < ks; ++k)
-      out += k < g->pass_at_k.size() ? cell(percent(g->pass_at_k[k]), g->pass_at_k[k])
-                                     : cell("-", -1);
+    for (auto k : shown)
+      out += k <= g->pass_at_k.size() ? cell(percent(g->pass_at_k[k - 1]), g->pass_at_k[k - 1])
+                                      : cell("-", -1);
     auto& fp = best_of_n ? g->fast_p_best : g->fast_p;
     for (size_t i = 0; i < thresholds.size(); ++i)
       out += cell(percent(fp[i]), fp[i]);
@@ -114,7 +135,7 @@ void group_table(std::string& out, const std::string& id, const std::vector<cons
                 g->geomean_speedup);
     out += "</tr>";
   }
-  out += "</tbody></table>";
+  out += "</tbody></table></div>";
 }
 
 /// KernelBench's verdict per group: correct rate, pass@k, fast_p (first sample).
@@ -123,9 +144,10 @@ void kernelbench_table(std::string& out, const std::vector<const metric_group*>&
   size_t ks = 0;
   for (auto* g : groups)
     ks = std::max(ks, g->kernelbench_pass_at_k.size());
-  out += "<table id=\"kernelbench\" class=\"sortable\"><thead><tr><th>group</th>"
-         "<th>correct</th>";
-  for (size_t k = 1; k <= ks; ++k)
+  const auto shown = shown_ks(ks);
+  out += "<div class=\"wide\"><table id=\"kernelbench\" class=\"sortable\"><thead><tr>"
+         "<th>group</th><th>correct</th>";
+  for (auto k : shown)
     out += "<th>pass@" + std::to_string(k) + "</th>";
   for (auto p : thresholds)
     out += "<th>fast<sub>" + num(p) + "</sub></th>";
@@ -136,9 +158,9 @@ void kernelbench_table(std::string& out, const std::vector<const metric_group*>&
     out += cell(percent(g->kernelbench_correct_rate) + " ("
                   + std::to_string(g->kernelbench_correct) + ")",
                 g->kernelbench_correct_rate);
-    for (size_t k = 0; k < ks; ++k)
-      out += k < g->kernelbench_pass_at_k.size()
-               ? cell(percent(g->kernelbench_pass_at_k[k]), g->kernelbench_pass_at_k[k])
+    for (auto k : shown)
+      out += k <= g->kernelbench_pass_at_k.size()
+               ? cell(percent(g->kernelbench_pass_at_k[k - 1]), g->kernelbench_pass_at_k[k - 1])
                : cell("-", -1);
     for (size_t i = 0; i < thresholds.size(); ++i) {
       double f = i < g->kernelbench_fast_p.size() ? g->kernelbench_fast_p[i] : 0;
@@ -146,7 +168,7 @@ void kernelbench_table(std::string& out, const std::vector<const metric_group*>&
     }
     out += "</tr>";
   }
-  out += "</tbody></table>";
+  out += "</tbody></table></div>";
 }
 
 void count_table(std::string& out, const std::string& id, const std::string& what,
@@ -260,6 +282,18 @@ std::string info_row(const std::string& key, const std::string& value) {
   return value.empty() ? "" : "<tr><td>" + key + "</td><td>" + html_escape(value) + "</td></tr>";
 }
 
+/// The samples table's source cell: the file's name, and its program folded under it.
+std::string program(const sample_record& r, const source_reader& source) {
+  std::string code = source ? source(r) : "";
+  if (code.empty())
+    return html_escape(r.source);
+  constexpr size_t limit = 30 * 1024;
+  if (code.size() > limit)
+    code = code.substr(0, limit) + "\n... (cut at 30 KB)";
+  return "<details><summary>" + html_escape(r.source) + "</summary><pre>" + html_escape(code)
+         + "</pre></details>";
+}
+
 } // namespace
 
 std::string html_escape(const std::string& text) {
@@ -278,7 +312,8 @@ std::string html_escape(const std::string& text) {
 }
 
 std::string render_html_report(const run_info& info, const eval_metrics& m,
-                               const std::vector<sample_record>& records) {
+                               const std::vector<sample_record>& records,
+                               const source_reader& source) {
   std::string title = "kbrl-eval: " + (info.mode == "model" ? info.model : info.generations_dir);
   std::string out;
   out.reserve(64 * 1024 + records.size() * 600);
@@ -297,7 +332,7 @@ std::string render_html_report(const run_info& info, const eval_metrics& m,
                                          + std::to_string(info.turns))
          + info_row("backend, precision", info.backend + ", " + info.precision)
          + info_row("sampling", info.sampling) + info_row("prompt", info.prompt)
-         + info_row("evaluator", info.evaluator)
+         + info_row("evaluator", info.evaluator) + info_row("machine", info.machine)
          + info_row("timing", std::to_string(info.timing.correctness_trials)
                                 + " correctness trials, "
                                 + (info.timing.measure_performance
@@ -407,7 +442,8 @@ std::string render_html_report(const run_info& info, const eval_metrics& m,
     out += "<p class=\"note\">No sample was flagged.</p>\n";
 
   out += "<h2>Samples</h2>\n<details><summary>" + std::to_string(records.size())
-         + " evaluated candidates</summary>\n<table id=\"samples\" class=\"sortable\"><thead><tr>"
+         + " evaluated candidates</summary>\n<div class=\"wide\"><table id=\"samples\" "
+           "class=\"sortable\"><thead><tr>"
            "<th>problem</th><th>sample</th><th>turn</th><th>verdict</th><th>KernelBench</th>"
            "<th>speedup</th><th>kernel ms</th><th>reference ms</th><th>time coverage</th>"
            "<th>flags</th><th>source</th><th>error</th>"
@@ -435,10 +471,10 @@ std::string render_html_report(const run_info& info, const eval_metrics& m,
            + cell(ms(r.reference_ms), r.reference_ms)
            + cell(r.time_coverage < 0 ? std::string("-") : percent(r.time_coverage),
                   r.time_coverage)
-           + "<td class=\"text\">" + html_escape(flags) + "</td><td class=\"text\">"
-           + html_escape(r.source) + "</td><td class=\"text\">" + excerpt + "</td></tr>";
+           + "<td class=\"text\">" + html_escape(flags) + "</td><td class=\"text long\">"
+           + program(r, source) + "</td><td class=\"text long\">" + excerpt + "</td></tr>";
   }
-  out += "</tbody></table></details>\n<script>" + std::string(page_script) + "</script>\n"
+  out += "</tbody></table></div></details>\n<script>" + std::string(page_script) + "</script>\n"
          "</body></html>\n";
   return out;
 }

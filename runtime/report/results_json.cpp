@@ -79,6 +79,7 @@ void write_info(json_writer& w, const run_info& info) {
   w.field("sampling", clean(info.sampling))
     .field("prompt", clean(info.prompt))
     .field("evaluator", clean(info.evaluator))
+    .field("machine", clean(info.machine))
     .field("kbrl_version", info.kbrl_version)
     .field("started", info.started)
     .field("finished", info.finished)

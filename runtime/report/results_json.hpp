@@ -53,6 +53,7 @@ struct run_info {
   std::string sampling;         ///< e.g. "temperature 0.7, top_p 0.95, max_new_tokens 4096"
   std::string prompt;           ///< how prompts were made, e.g. "single-turn v1, chat format chatml"
   std::string evaluator;        ///< device(s) of the evaluators, e.g. "cpu" or "gpu 0,1"
+  std::string machine;          ///< host name, GPUs and libtorch of the machine kbrl-eval ran on
   std::string kbrl_version = KBRL_VERSION;
   std::string started;          ///< UTC, ISO 8601
   std::string finished;

@@ -1,8 +1,10 @@
 #include "runtime/shell/shell_session.hpp"
 
+#include "messages/error_codes.hpp"
+#include "runtime/io/clock.hpp"
 #include "runtime/io/json_writer.hpp"
 #include "runtime/io/text.hpp"
-#include "runtime/io/clock.hpp"
+#include "runtime/shell/shell_names.hpp"
 
 #include <caf/scoped_actor.hpp>
 #include <caf/all.hpp>
@@ -226,10 +228,12 @@ std::string shell_session::help_text() {
          "  nodes                 every node of the cluster: state, roles, GPUs, since when\n"
          "  actors [NODE]         the actors of the cluster, or of one node\n"
          "  status ACTOR          an actor's state, mailbox, messages handled, restarts, last\n"
-         "                        error and role details (ACTOR is node/role, e.g. head/learner)\n"
+         "                        error and role details (ACTOR is node/role, e.g. head/learner,\n"
+         "                        or only the role when one node has it: learner)\n"
          "  watch ACTOR [S] [N]   status every S seconds (default 1), N times (default: until\n"
          "                        Ctrl-C)\n"
-         "  config                the run config of the node this shell is connected to\n"
+         "  config [SECTION]      the run config of the node this shell is connected to, or one\n"
+         "                        section of it (config learner)\n"
          "  VERB ACTOR [ARGS]     a control verb listed under 'commands' in the actor's status\n"
          "                        e.g. pause head/coordinator, resume head/coordinator,\n"
          "                        timeline head/coordinator [N] (per-stage timing of the last N\n"
@@ -277,6 +281,18 @@ bool shell_session::run(const std::string& line, bool json,
     return true;
   };
   auto& cmd = words[0];
+  // "coordinator" for "head/coordinator": a name without its node is looked up in the view.
+  auto resolve = [&](const std::string& name) -> caf::expected<std::string> {
+    if (name.find('/') != std::string::npos)
+      return name;
+    auto view = fetch_view();
+    if (!view)
+      return std::move(view.error());
+    return resolve_actor_name(*view, name);
+  };
+  auto said = [&](const caf::error& err, const std::string& what) {
+    return failure_text(err, sys_.render(err), timeout_, what);
+  };
   if (cmd == "quit" || cmd == "exit")
     return false;
   if (cmd == "help") {
@@ -302,10 +318,13 @@ bool shell_session::run(const std::string& line, bool json,
   }
   if (cmd == "status") {
     if (words.size() != 2)
-      return fail("usage: status ACTOR (e.g. status head/learner)");
-    auto st = fetch_status(words[1]);
+      return fail("usage: status ACTOR (e.g. status head/learner, or status learner)");
+    auto name = resolve(words[1]);
+    if (!name)
+      return fail(error_text(name.error()));
+    auto st = fetch_status(*name);
     if (!st)
-      return fail(sys_.render(st.error()));
+      return fail(said(st.error(), *name));
     print(json ? render_status_json(*st) + "\n" : render_status(*st, now_unix_ms()));
     return true;
   }
@@ -324,12 +343,15 @@ bool shell_session::run(const std::string& line, bool json,
     }
     if (interval_s <= 0 || count < 0)
       return fail("watch: SECONDS must be > 0 and COUNT >= 0");
+    auto name = resolve(words[1]);
+    if (!name)
+      return fail(error_text(name.error()));
     for (long i = 0; count == 0 || i < count; ++i) {
       if (interrupted != nullptr && interrupted->load())
         break;
-      auto st = fetch_status(words[1]);
+      auto st = fetch_status(*name);
       if (!st)
-        return fail(sys_.render(st.error()));
+        return fail(said(st.error(), *name));
       if (json) {
         print(render_status_json(*st) + "\n");
       } else {
@@ -350,13 +372,21 @@ bool shell_session::run(const std::string& line, bool json,
     return true;
   }
   if (cmd == "config") {
+    if (words.size() > 2)
+      return fail("usage: config [SECTION] (e.g. config learner)");
     caf::scoped_actor self{sys_};
     std::string text;
     caf::error err;
     self->request(target_, timeout_, config_atom::value)
       .receive([&](std::string& t) { text = std::move(t); }, [&](caf::error& e) { err = e; });
     if (err)
-      return fail(sys_.render(err));
+      return fail(said(err, "the node"));
+    if (words.size() == 2) {
+      auto section = toml_section(text, words[1]);
+      if (!section)
+        return fail("the run config has no [" + words[1] + "] section");
+      text = std::move(*section);
+    }
     if (json) {
       json_writer w;
       w.begin_object().field("config", text).end_object();
@@ -367,16 +397,21 @@ bool shell_session::run(const std::string& line, bool json,
     return true;
   }
   // Anything else is a control verb for an actor: VERB ACTOR [ARGS...].
-  if (words.size() < 2 || words[1].find('/') == std::string::npos)
+  if (words.size() < 2)
     return fail("unknown command '" + cmd + "' (type help)");
+  auto name = resolve(words[1]);
+  if (!name)
+    return fail(words[1].find('/') == std::string::npos
+                  ? "unknown command '" + cmd + "' (type help), or " + error_text(name.error())
+                  : error_text(name.error()));
   std::vector<std::string> args(words.begin() + 2, words.end());
   caf::scoped_actor self{sys_};
   std::string answer;
   caf::error err;
-  self->request(target_, timeout_, control_atom::value, words[1], cmd, args)
+  self->request(target_, timeout_, control_atom::value, *name, cmd, args)
     .receive([&](std::string& a) { answer = std::move(a); }, [&](caf::error& e) { err = e; });
   if (err)
-    return fail(sys_.render(err));
+    return fail(said(err, *name));
   if (json) {
     json_writer w;
     w.begin_object().field("result", answer).end_object();

@@ -19,11 +19,15 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 namespace kbrl {
 
@@ -100,6 +104,31 @@ caf::expected<uint16_t> publish_node(const node_plan& plan, const node_actor& ha
   return handle.home_system().middleman().publish(handle, plan.self.port, bind, true);
 }
 
+/// Whether this node's port can be listened on, asked before anything starts: a second
+/// single-node run beside a running one must fail before it touches a run directory or starts
+/// actors. SO_REUSEADDR as publish_node: a port in TIME_WAIT is free, a live listener is not.
+caf::expected<void> check_port_free(const node_plan& plan) {
+  const auto& sec = plan.manifest.security;
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return {}; // cannot tell: publishing will say
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(plan.self.port);
+  addr.sin_addr.s_addr = htonl(sec.tls() || sec.allow_insecure ? INADDR_ANY : INADDR_LOOPBACK);
+  const bool in_use = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0
+                      && errno == EADDRINUSE;
+  ::close(fd);
+  if (in_use)
+    return make_error(errc::invalid_config,
+                      "port " + std::to_string(plan.self.port) + " is in use (another kbrl-node, "
+                        "perhaps a run still going?): stop it, or give this node another port "
+                        "(--port, or the manifest's)");
+  return {};
+}
+
 /// Blocks until a stop signal, the stop time, or the node actor's end; returns why it ended.
 caf::error wait_for_stop(caf::actor_system& sys, const node_actor& handle, double stop_after_s) {
   caf::scoped_actor self{sys};
@@ -135,6 +164,10 @@ caf::error wait_for_stop(caf::actor_system& sys, const node_actor& handle, doubl
 
 int run_node(const node_plan& plan_in) {
   retrieval::install_model_embedder(); // retrieval.embedder = "model:PATH"
+  if (auto ok = check_port_free(plan_in); !ok) {
+    std::fprintf(stderr, "kbrl-node: %s\n", describe(ok.error()).c_str());
+    return 2;
+  }
   auto plan = plan_in;
   if (auto ok = prepare_run_dir(plan); !ok) {
     std::fprintf(stderr, "kbrl-node: %s\n", describe(ok.error()).c_str());

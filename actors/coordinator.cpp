@@ -308,9 +308,8 @@ coordinator_actor::behavior_type coordinator(coordinator_pointer self, actor_sta
   auto& st = self->state;
   st.stats = std::move(stats);
   st.res = std::move(resources);
-  episode::trace_options traces{settings.traces_tokens, {}};
-  if (auto tok = st.res->tokenizer) // traces carry each prompt's text
-    traces.prompt_text = [tok](const std::vector<int32_t>& ids) { return tok->decode(ids); };
+  auto traces = episode::trace_options_for(settings.episodes, st.res->tokenizer,
+                                           settings.traces_tokens, settings.trace_advantage);
   st.ledger = std::make_unique<episode::step_ledger>(io::directory_store(settings.run_dir),
                                                      settings.traces_max_bytes, traces);
   st.timelines = std::make_unique<episode::timeline_book>(settings.timeline_steps);

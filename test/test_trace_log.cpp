@@ -126,4 +126,37 @@ BOOST_AUTO_TEST_CASE(a_line_carries_what_a_researcher_reads_a_trajectory_for) {
   BOOST_CHECK(doc["turns"].at(0)["logprobs"].error());
 }
 
+BOOST_AUTO_TEST_CASE(rewards_by_component_and_advantages_as_the_learner_sees_them) {
+  test::temp_dir dir;
+  episode_settings episodes;
+  episodes.rewards.correct = 1;
+  episodes.rewards.format = 0.1;
+  auto good = make(1, "level1/19_ReLU", 1.1);
+  good.turns[0].completion_text = "```python\nclass ModelNew: pass\n```";
+  good.turns[0].verdict.trials = {trial_result{}};
+  auto bad = make(2, "level1/19_ReLU", 0.1);
+  bad.group_id = good.group_id;
+  bad.turns[0].completion_text = good.turns[0].completion_text;
+  bad.turns[0].verdict.trials = {trial_result{}};
+  auto flat = make(30, "level1/20_X", 0); // a group of one: no signal, advantage 0
+  auto options = episode::trace_options_for(episodes, nullptr, false, rl::advantage_options{});
+  episode::trace_log log(dir.path.string(), 1 << 20, options);
+  BOOST_REQUIRE(log.append({good, bad, flat}, 1, false));
+  auto lines = lines_of(read_file(dir / "traces.jsonl"));
+  BOOST_REQUIRE_EQUAL(lines.size(), 3u);
+  simdjson::dom::parser parser;
+  auto turn_of = [&](size_t i) {
+    simdjson::dom::element doc;
+    BOOST_REQUIRE(!parser.parse(lines[i]).get(doc));
+    return doc["turns"].at(0);
+  };
+  auto g = turn_of(0);
+  BOOST_CHECK_CLOSE(double(g["reward"]["correct"]), 1.0, 1e-9);
+  BOOST_CHECK_CLOSE(double(g["reward"]["format"]), 0.1, 1e-9);
+  BOOST_CHECK_GT(double(g["advantage"]), 0.0); // above its group's mean
+  BOOST_CHECK_LT(double(turn_of(1)["advantage"]), 0.0);
+  BOOST_CHECK_EQUAL(double(turn_of(2)["advantage"]), 0.0);
+  BOOST_CHECK(turn_of(0)["prompt"].error()); // no tokenizer: no prompt text
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -6,6 +6,7 @@
 
 #include "runtime/episode/episode_settings.hpp"
 #include "runtime/episode/worker_board.hpp"
+#include "runtime/rl/advantages.hpp"
 
 #include <chrono>
 #include <cstddef>
@@ -35,6 +36,8 @@ struct coordinator_settings {
   std::string run_dir;            ///< traces.jsonl and coordinator.json go here
   uint64_t traces_max_bytes = 256ull << 20; ///< traces.jsonl is rotated to traces.1.jsonl past this
   bool traces_tokens = false;     ///< token ids and log-probabilities in traces.jsonl; rl.traces_tokens
+  /// The learner's advantage settings, for the advantages traces.jsonl shows (none: no field).
+  std::optional<rl::advantage_options> trace_advantage;
   uint64_t seed = 0;
   episode_settings episodes;
   /// sync (default) or async (episodes up to max_staleness steps ahead of the learner).

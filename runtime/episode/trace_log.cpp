@@ -1,9 +1,11 @@
 #include "runtime/episode/trace_log.hpp"
 
 #include "messages/errors.hpp"
+#include "runtime/episode/answer_format.hpp"
 #include "runtime/io/json_writer.hpp"
 
 #include <algorithm>
+#include <map>
 
 namespace kbrl::episode {
 
@@ -52,6 +54,22 @@ std::string trace_line(const trajectory& t, uint64_t step, bool eval,
       .field("speedup", v.speedup);
     write_list(w, "hack_flags", v.hack_flags);
     w.field("score", u.score).field("return", u.return_value).field("retries", u.retries);
+    if (options.reward) {
+      const auto r = options.reward(u);
+      w.key("reward").begin_object()
+        .field("total", r.total)
+        .field("format", r.format)
+        .field("compiles", r.compiles)
+        .field("partial", r.partial)
+        .field("correct", r.correct)
+        .field("speed", r.speed)
+        .field("reasoning", r.reasoning)
+        .field("length", r.length)
+        .field("zeroed", r.hack)
+        .end_object();
+    }
+    if (options.advantage)
+      w.field("advantage", u.advantage);
     if (options.token_ids) {
       write_list(w, "prompt_token_ids", u.prompt_tokens);
       write_list(w, "completion_token_ids", u.completion_tokens);
@@ -61,6 +79,34 @@ std::string trace_line(const trajectory& t, uint64_t step, bool eval,
   }
   w.end_array().end_object();
   return w.str();
+}
+
+trace_options trace_options_for(const episode_settings& episodes,
+                                std::shared_ptr<const tok::tokenizer> tokenizer, bool token_ids,
+                                std::optional<rl::advantage_options> advantage) {
+  trace_options o;
+  o.token_ids = token_ids;
+  o.advantage = advantage;
+  if (tokenizer)
+    o.prompt_text = [tokenizer](const std::vector<int32_t>& ids) { return tokenizer->decode(ids); };
+  // As the episode scored the turn (actors/episode.cpp): its parsed answer, the verdict when
+  // there was one, its length.
+  // Each term as it counts in the total (weight x term), so the components add up to it.
+  o.reward = [w = episodes.rewards, format = episodes.prompts.format](const turn& u) {
+    const auto& v = u.verdict;
+    const bool evaluated = v.compiled || v.error != eval_error::none || !v.trials.empty();
+    auto r = score_turn(parse_answer(u.completion_text, format), evaluated ? &v : nullptr,
+                        u.completion_tokens.size(), w);
+    r.format *= w.format;
+    r.compiles *= w.compiles;
+    r.partial *= w.partial;
+    r.correct *= w.correct;
+    r.speed *= w.speed;
+    r.reasoning *= w.reasoning;
+    r.length *= w.length;
+    return r;
+  };
+  return o;
 }
 
 trace_log::trace_log(std::shared_ptr<io::file_store> files, uint64_t max_bytes,
@@ -77,6 +123,20 @@ caf::expected<void> trace_log::append(std::vector<trajectory> round, uint64_t st
   }
   std::sort(round.begin(), round.end(),
             [](const trajectory& a, const trajectory& b) { return a.id < b.id; });
+  if (options_.advantage) {
+    // The learner's estimate on a copy (it drops groups without signal: their turns keep 0).
+    auto copy = round;
+    std::map<std::pair<uint64_t, int32_t>, double> advantages;
+    if (rl::compute_advantages(copy, *options_.advantage))
+      for (auto& t : copy)
+        for (auto& u : t.turns)
+          advantages[{t.id, u.index}] = u.advantage;
+    for (auto& t : round)
+      for (auto& u : t.turns) {
+        auto it = advantages.find({t.id, u.index});
+        u.advantage = it == advantages.end() ? 0.0 : it->second;
+      }
+  }
   std::string lines;
   for (auto& t : round)
     lines += trace_line(t, step, eval, options_) + "\n";

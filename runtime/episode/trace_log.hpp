@@ -11,6 +11,9 @@
 // renamed to traces.1.jsonl (one older file is kept) and a new traces.jsonl is started.
 
 #include "messages/data.hpp"
+#include "runtime/episode/episode_settings.hpp"
+#include "runtime/rl/advantages.hpp"
+#include "runtime/tokenizer/tokenizer.hpp"
 #include "runtime/io/file_store.hpp"
 
 #include <caf/expected.hpp>
@@ -18,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,7 +32,20 @@ struct trace_options {
   bool token_ids = false; ///< prompt and completion token ids, the sampler's log-probabilities
   /// The prompt's text from its token ids (the policy's tokenizer); none: no prompt text.
   std::function<std::string(const std::vector<int32_t>&)> prompt_text;
+  /// A turn's reward by component, each as it counts in the total (the episode's scoring, done
+  /// again); none: no breakdown.
+  std::function<reward_breakdown(const turn&)> reward;
+  /// The learner's advantage estimate, computed for the traces (a group without signal: 0, as
+  /// the learner drops it); none: no advantages.
+  std::optional<rl::advantage_options> advantage;
 };
+
+/// The options an RL run's coordinator writes traces with: prompt text through `tokenizer`
+/// (when there is one), rewards by component as `episodes` scores them, advantages as the
+/// learner estimates them (`advantage`), token ids when `token_ids`.
+trace_options trace_options_for(const episode_settings& episodes,
+                                std::shared_ptr<const tok::tokenizer> tokenizer, bool token_ids,
+                                std::optional<rl::advantage_options> advantage);
 
 /// The traces.jsonl line of trajectory `t` of round `step` (eval: a held-out round): per turn
 /// its index, policy version, prompt (text when `options` can decode it, and length), completion,

@@ -110,6 +110,12 @@ caf::expected<rl_run_settings> rl_run_settings_from(const config::run_config& ru
   c.run_dir = run_dir;
   c.traces_max_bytes = static_cast<uint64_t>(run.get_int("rl.traces_max_mb")) << 20;
   c.traces_tokens = run.get_bool("rl.traces_tokens");
+  if (auto kind = rl::parse_advantage_kind(run.get_string("learner.advantage"))) {
+    rl::advantage_options a;
+    a.kind = *kind;
+    a.gamma = run.get_real("learner.gamma");
+    c.trace_advantage = a;
+  }
   c.seed = static_cast<uint64_t>(run.get_int("run.seed"));
 
   auto& e = c.episodes;

@@ -8,6 +8,7 @@
 #include "test_support.hpp"
 
 #include <caf/expected.hpp>
+#include <simdjson.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -76,6 +77,20 @@ inline caf::expected<std::string> run_reference_script(const std::filesystem::pa
     return make_error(errc::io_failure, "the reference script failed: " + command + "\n"
                                           + read_file(log));
   return read_file(out);
+}
+
+/// run_reference_script() with what it wrote parsed into `root` (alive as long as `parser`): ""
+/// when that worked, else what went wrong.
+inline std::string reference_json(const std::filesystem::path& modules, const std::string& mode,
+                                  const std::filesystem::path& out,
+                                  const std::vector<std::string>& inputs,
+                                  simdjson::dom::parser& parser, simdjson::dom::element& root) {
+  auto json = run_reference_script(modules, mode, out, inputs);
+  if (!json)
+    return kbrl::describe(json.error());
+  if (parser.parse(*json).get(root))
+    return "the reference script wrote no valid JSON";
+  return "";
 }
 
 } // namespace kbrl::test

@@ -54,18 +54,12 @@ const chat_reference& reference() {
     }
     temp_dir tmp;
     const std::string chats_path = (data_dir / "chats.json").string();
-    auto json = kbrl::test::run_reference_script(*modules, "chat", tmp.path / "chat.json",
-                                                 {chats_path});
-    if (!json) {
-      d.error = kbrl::describe(json.error());
-      return d;
-    }
     simdjson::dom::parser parser;
     simdjson::dom::element root;
-    if (parser.parse(*json).get(root)) {
-      d.error = "the reference script wrote no valid JSON";
+    d.error = kbrl::test::reference_json(*modules, "chat", tmp.path / "chat.json", {chats_path},
+                                         parser, root);
+    if (!d.error.empty())
       return d;
-    }
     for (simdjson::dom::element r : root.get_array())
       d.rendered[json_text(r["model"])][json_text(r["name"])] = json_text(r["text"]);
 

@@ -102,18 +102,12 @@ const fixture_data& data() {
     cases += ",\"chats\":" + file_text(chats_path) + "}";
     const auto input = tmp.path / "cases.json";
     std::ofstream(input) << cases;
-    auto json = test::run_reference_script(*modules, "template", tmp.path / "rendered.json",
-                                           {input.string()});
-    if (!json) {
-      d.error = describe(json.error());
-      return d;
-    }
     simdjson::dom::parser parser;
     simdjson::dom::element root;
-    if (parser.parse(*json).get(root)) {
-      d.error = "the reference script wrote no valid JSON";
+    d.error = test::reference_json(*modules, "template", tmp.path / "rendered.json",
+                                   {input.string()}, parser, root);
+    if (!d.error.empty())
       return d;
-    }
     for (simdjson::dom::element r : root.get_array()) {
       std::string_view text;
       d.rendered[json_text(r["template"])][json_text(r["name"])] =

@@ -82,17 +82,12 @@ const reference_data& reference() {
     std::vector<std::string> inputs{(data_dir / "corpus.txt").string()};
     for (const char* doc : {"kernel.cu", "train.py", "whitespace.txt", "chat.txt"})
       inputs.push_back((data_dir / "documents" / doc).string());
-    auto json = kbrl::test::run_reference_script(*modules, "encode", tmp.path / "ref.json", inputs);
-    if (!json) {
-      d.error = kbrl::describe(json.error());
-      return d;
-    }
     simdjson::dom::parser parser;
     simdjson::dom::element root;
-    if (parser.parse(*json).get(root)) {
-      d.error = "the reference script wrote no valid JSON";
+    d.error = kbrl::test::reference_json(*modules, "encode", tmp.path / "ref.json", inputs,
+                                         parser, root);
+    if (!d.error.empty())
       return d;
-    }
     for (auto [name, model] : root["models"].get_object()) {
       const std::string dir{std::string_view(model["dir"])};
       const auto start = std::chrono::steady_clock::now();

@@ -157,6 +157,7 @@ BOOST_AUTO_TEST_CASE(rewards_by_component_and_advantages_as_the_learner_sees_the
   BOOST_CHECK_LT(double(turn_of(1)["advantage"]), 0.0);
   BOOST_CHECK_EQUAL(double(turn_of(2)["advantage"]), 0.0);
   BOOST_CHECK(turn_of(0)["prompt"].error()); // no tokenizer: no prompt text
+  BOOST_CHECK_EQUAL(std::string_view(turn_of(0)["kernel"]), "class ModelNew: pass\n");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -41,8 +41,10 @@ std::string trace_line(const trajectory& t, uint64_t step, bool eval,
       w.field("prompt", options.prompt_text(u.prompt_tokens));
     w.field("prompt_tokens", static_cast<uint64_t>(u.prompt_tokens.size()))
       .field("completion", u.completion_text)
-      .field("completion_tokens", static_cast<uint64_t>(u.completion_tokens.size()))
-      .field("compiled", v.compiled)
+      .field("completion_tokens", static_cast<uint64_t>(u.completion_tokens.size()));
+    if (options.kernel)
+      w.field("kernel", options.kernel(u));
+    w.field("compiled", v.compiled)
       .field("correct", v.correct)
       .field("kernelbench_correct", v.kernelbench_correct)
       .field("trials_passed", v.trials_passed)
@@ -91,6 +93,9 @@ trace_options trace_options_for(const episode_settings& episodes,
     o.prompt_text = [tokenizer](const std::vector<int32_t>& ids) { return tokenizer->decode(ids); };
   // As the episode scored the turn (actors/episode.cpp): its parsed answer, the verdict when
   // there was one, its length.
+  o.kernel = [format = episodes.prompts.format](const turn& u) {
+    return parse_answer(u.completion_text, format).code;
+  };
   // Each term as it counts in the total (weight x term), so the components add up to it.
   o.reward = [w = episodes.rewards, format = episodes.prompts.format](const turn& u) {
     const auto& v = u.verdict;

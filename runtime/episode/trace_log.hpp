@@ -32,6 +32,8 @@ struct trace_options {
   bool token_ids = false; ///< prompt and completion token ids, the sampler's log-probabilities
   /// The prompt's text from its token ids (the policy's tokenizer); none: no prompt text.
   std::function<std::string(const std::vector<int32_t>&)> prompt_text;
+  /// The program the episode took out of a turn's completion ("" when none); none: no field.
+  std::function<std::string(const turn&)> kernel;
   /// A turn's reward by component, each as it counts in the total (the episode's scoring, done
   /// again); none: no breakdown.
   std::function<reward_breakdown(const turn&)> reward;

@@ -105,7 +105,7 @@ void commit(coordinator_pointer self, uint64_t key) {
   st.clock->forget(r->key);
   record_traces(self, *r);
   auto records = episode::commit_records(r->summary, timeline, settings_of(self).steps,
-                                         now_unix_ms(), st.stats.name);
+                                         now_unix_ms(), st.stats.name, r->collected, st.reward_of);
   if (st.metrics)
     self->send(st.metrics, metrics_atom::value, records);
   save_checkpoint(self, r->cursor_after);
@@ -209,10 +209,7 @@ void try_train(coordinator_pointer self) {
     return commit(self, key);
   }
   st.clock->begin(stage::training, key);
-  trajectory_batch batch;
-  batch.id = key;
-  batch.coordinator_step = key;
-  batch.trajectories = std::move(order->batch);
+  trajectory_batch batch{key, key, std::move(order->batch)}; // id, coordinator step
   self->request(st.learner, settings_of(self).learner_timeout, train_atom::value, batch)
     .then(
       [self, key](policy_update& update) {
@@ -310,6 +307,7 @@ coordinator_actor::behavior_type coordinator(coordinator_pointer self, actor_sta
   st.res = std::move(resources);
   auto traces = episode::trace_options_for(settings.episodes, st.res->tokenizer,
                                            settings.traces_tokens, settings.trace_advantage);
+  st.reward_of = traces.reward;
   st.ledger = std::make_unique<episode::step_ledger>(io::directory_store(settings.run_dir),
                                                      settings.traces_max_bytes, traces);
   st.timelines = std::make_unique<episode::timeline_book>(settings.timeline_steps);

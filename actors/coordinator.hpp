@@ -64,6 +64,7 @@ struct coordinator_state {
   std::shared_ptr<episode::stage_clock> clock;   ///< the per-step timeline's
   std::unique_ptr<episode::timeline_book> timelines;
   episode::latest_trajectories last_trajectories; ///< for the `trajectory` view
+  std::function<episode::reward_breakdown(const turn&)> reward_of; ///< terms for metrics
   bool finish_announced = false;
 };
 

@@ -299,7 +299,8 @@ BOOST_AUTO_TEST_CASE(timeline_metrics_and_shell_views) {
                            "stale_dropped"})
     BOOST_CHECK_MESSAGE(test::steps_of(dir / "metrics.jsonl", "step_timeline/" + name).size() == 2,
                         name);
-  for (std::string name : {"time/total", "time/train", "time/rollout", "progress/done_frac"})
+  for (std::string name : {"time/total", "time/train", "time/rollout", "progress/done_frac",
+                           "reward_terms/correct", "reward_terms/length"})
     BOOST_CHECK_MESSAGE(test::steps_of(dir / "metrics.jsonl", name).size() == 2, name);
   auto table = control(c, "timeline");
   BOOST_REQUIRE_MESSAGE(table, test::why(table));

@@ -55,13 +55,47 @@ std::vector<metric_record> timeline_metrics(const step_timeline& t, int64_t unix
   return out;
 }
 
-std::vector<metric_record> commit_records(std::vector<metric_record> summary,
-                                          const step_timeline& t, uint64_t steps, int64_t unix_ms,
-                                          const std::string& source) {
+std::vector<metric_record> commit_records(
+  std::vector<metric_record> summary, const step_timeline& t, uint64_t steps, int64_t unix_ms,
+  const std::string& source, const std::vector<trajectory>& trajectories,
+  const std::function<reward_breakdown(const turn&)>& reward) {
   auto timeline = timeline_metrics(t, unix_ms, source);
   summary.insert(summary.end(), timeline.begin(), timeline.end());
+  auto terms = reward_terms(trajectories, reward, t.step, unix_ms, source);
+  summary.insert(summary.end(), terms.begin(), terms.end());
   summary.push_back(report::commit_record(t.step, steps, unix_ms, source));
   return summary;
+}
+
+std::vector<metric_record> reward_terms(const std::vector<trajectory>& trajectories,
+                                        const std::function<reward_breakdown(const turn&)>& reward,
+                                        uint64_t step, int64_t unix_ms, const std::string& source) {
+  std::vector<metric_record> out;
+  if (!reward)
+    return out;
+  reward_breakdown sum;
+  size_t turns = 0;
+  for (auto& t : trajectories)
+    for (auto& u : t.turns) {
+      auto r = reward(u);
+      sum.format += r.format;
+      sum.compiles += r.compiles;
+      sum.partial += r.partial;
+      sum.correct += r.correct;
+      sum.speed += r.speed;
+      sum.reasoning += r.reasoning;
+      sum.length += r.length;
+      ++turns;
+    }
+  if (turns == 0)
+    return out;
+  const double n = static_cast<double>(turns);
+  for (auto [name, value] : {std::pair{"format", sum.format}, std::pair{"compiles", sum.compiles},
+                             std::pair{"partial", sum.partial}, std::pair{"correct", sum.correct},
+                             std::pair{"speed", sum.speed}, std::pair{"reasoning", sum.reasoning},
+                             std::pair{"length", sum.length}})
+    out.push_back({step, std::string("reward_terms/") + name, value / n, unix_ms, source, {}});
+  return out;
 }
 
 std::string render_timeline_table(const std::vector<step_timeline>& steps) {

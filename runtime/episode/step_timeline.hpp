@@ -10,11 +10,13 @@
 // step's work) within the step's wall time, so 1 - busy is the stage's idle fraction.
 
 #include "messages/data.hpp"
+#include "runtime/episode/rewards.hpp"
 #include "runtime/episode/stage_clock.hpp"
 
 #include <cstdint>
 #include <algorithm>
 #include <deque>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -42,10 +44,19 @@ double slowest_stage_s(const step_timeline& t);
 
 /// What the coordinator sends the metrics sink when it commits a step: the step's `summary`,
 /// its timeline and the commit mark that has the sink write the step's line (metrics_jsonl.hpp;
-/// `steps`: the run's length, 0 without an end).
-std::vector<metric_record> commit_records(std::vector<metric_record> summary,
-                                          const step_timeline& t, uint64_t steps, int64_t unix_ms,
-                                          const std::string& source);
+/// `steps`: the run's length, 0 without an end) and, with `reward`, the reward terms of its
+/// `trajectories` (reward_terms).
+std::vector<metric_record> commit_records(
+  std::vector<metric_record> summary, const step_timeline& t, uint64_t steps, int64_t unix_ms,
+  const std::string& source, const std::vector<trajectory>& trajectories = {},
+  const std::function<reward_breakdown(const turn&)>& reward = {});
+
+/// The mean over the turns of `trajectories` of each reward term as it counts in the total
+/// (`reward`: weight x term per turn): reward_terms/format, compiles, partial, correct, speed,
+/// reasoning, length. None without turns or without `reward`.
+std::vector<metric_record> reward_terms(const std::vector<trajectory>& trajectories,
+                                        const std::function<reward_breakdown(const turn&)>& reward,
+                                        uint64_t step, int64_t unix_ms, const std::string& source);
 
 /// The records "step_timeline/wall_s", "step_timeline/sampling_s", ... and the seeds' time/total,
 /// time/train, time/rollout (wall time not training or publishing) for the metrics actor.

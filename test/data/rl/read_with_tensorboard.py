@@ -60,7 +60,7 @@ def main(log_dir: str) -> int:
 
     wanted = ["learner/loss", "learner/kl", "learner/grad_norm", "learner/lr",
               "learner/clip_fraction", "learner/tokens_per_second", "policy/entropy",
-              "multiturn/success_rate", "time/total", "progress/done_frac"]
+              "multiturn/success_rate", "time/total", "progress/done_frac", "reward_terms/correct"]
     missing = [t for t in wanted if t not in scalars]
     if "hist/advantage" not in histograms:
         missing.append("hist/advantage")

@@ -61,10 +61,12 @@ caf::expected<std::string> render_jinja(const std::string& chat_template,
   std::string_view text;
   if (!obj["text"].get(text))
     return std::string{text};
-  std::string_view error = "no text and no error";
-  (void)obj["error"].get(error);
+  std::string_view error;
+  if (obj["error"].get(error))
+    error = "no text and no error";
   bool missing = false;
-  (void)obj["missing"].get(missing);
+  if (obj["missing"].get(missing))
+    missing = false; // only the helper without python3-jinja2 says it
   return make_error(missing ? errc::not_supported : errc::invalid_argument, std::string{error});
 }
 

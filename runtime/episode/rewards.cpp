@@ -45,6 +45,10 @@ caf::expected<reward_weights> reward_preset(const std::string& name) {
                                             + join(reward_preset_names()));
 }
 
+bool was_evaluated(const eval_result& v) {
+  return v.compiled || v.error != eval_error::none || !v.trials.empty();
+}
+
 bool low_time_coverage(const eval_result& verdict) {
   return std::any_of(verdict.hack_flags.begin(), verdict.hack_flags.end(), [](auto& f) {
     return f == "own_kernels_idle" || f == "low_time_coverage";

@@ -33,6 +33,10 @@ enum class low_coverage_policy {
   keep, ///< scored as any other verdict
 };
 
+/// True when the evaluator saw the turn; false for the empty verdict of an answer in which no
+/// program was found (it was never evaluated).
+bool was_evaluated(const eval_result& verdict);
+
 /// True when `verdict` carries own_kernels_idle or low_time_coverage.
 bool low_time_coverage(const eval_result& verdict);
 

@@ -105,7 +105,7 @@ std::vector<metric_record> summarize_step(const std::vector<trajectory>& traject
       prompt_tokens += turn.prompt_tokens.size();
       completion_tokens += turn.completion_tokens.size();
       auto& v = turn.verdict;
-      bool evaluated = v.compiled || v.error != eval_error::none || !v.trials.empty();
+      const bool evaluated = was_evaluated(v);
       parsed += evaluated ? 1 : 0;
       compiled += v.compiled ? 1 : 0;
       correct += v.correct ? 1 : 0;

@@ -2,6 +2,7 @@
 
 #include "messages/errors.hpp"
 #include "runtime/episode/answer_format.hpp"
+#include "runtime/episode/rewards.hpp"
 #include "runtime/io/json_writer.hpp"
 
 #include <algorithm>
@@ -35,7 +36,7 @@ std::string trace_line(const trajectory& t, uint64_t step, bool eval,
   for (auto& u : t.turns) {
     const auto& v = u.verdict;
     // No program found in the answer: the evaluator never saw it.
-    const bool evaluated = v.compiled || v.error != eval_error::none || !v.trials.empty();
+    const bool evaluated = was_evaluated(v);
     w.begin_object().field("index", u.index).field("policy_version", u.policy_version);
     if (options.prompt_text)
       w.field("prompt", options.prompt_text(u.prompt_tokens));
@@ -99,7 +100,7 @@ trace_options trace_options_for(const episode_settings& episodes,
   // Each term as it counts in the total (weight x term), so the components add up to it.
   o.reward = [w = episodes.rewards, format = episodes.prompts.format](const turn& u) {
     const auto& v = u.verdict;
-    const bool evaluated = v.compiled || v.error != eval_error::none || !v.trials.empty();
+    const bool evaluated = was_evaluated(v);
     auto r = score_turn(parse_answer(u.completion_text, format), evaluated ? &v : nullptr,
                         u.completion_tokens.size(), w);
     r.format *= w.format;

@@ -1,6 +1,7 @@
 #include "runtime/episode/trajectory_view.hpp"
 
 #include "messages/errors.hpp"
+#include "runtime/episode/rewards.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -77,7 +78,7 @@ std::string render_trajectory(const trajectory& t, uint64_t step,
     else
       out += "  parsed kernel: none (" + std::string(to_string(parsed.failure)) + ")\n";
     const auto& v = u.verdict;
-    bool evaluated = v.compiled || v.error != eval_error::none || !v.trials.empty();
+    const bool evaluated = was_evaluated(v);
     out += "  verdict: " + verdict_line(u, evaluated) + "\n";
     if (!v.error_excerpt.empty())
       out += "  error excerpt:\n" + indent(excerpt(v.error_excerpt, 600, 600));

@@ -27,6 +27,16 @@ struct builder_state {
 
 using builder_pointer = builder_actor::stateful_pointer<builder_state>;
 
+/// One CPU builder, as its owner (an evaluator supervisor or a build service) sees it.
+struct builder_slot {
+  std::string name;
+  builder_actor handle;
+  bool busy = false;
+  uint64_t builds = 0;
+  uint64_t restarts = 0;
+  std::string last_error;
+};
+
 /// Spawn with sys.spawn<caf::detached>(builder, stats, engine options with gpu = -1).
 builder_actor::behavior_type builder(builder_pointer self, actor_stats stats,
                                      eval::engine_options opts);

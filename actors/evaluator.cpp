@@ -32,7 +32,8 @@ evaluator_actor::behavior_type evaluator(evaluator_pointer self, actor_stats sta
          {"worker pid", std::to_string(e.worker_pid())},
          {"isolation", to_string(e.isolation())},
          {"evaluations", std::to_string(e.evaluations())},
-         {"reference timings reused", std::to_string(e.reference_cache_hits())}},
+         {"reference timings reused", std::to_string(e.reference_cache_hits())},
+         {"reference outputs shared", std::to_string(e.references_shared())}},
         {"restart", "kill-worker"});
     },
     [self](control_atom, const std::string& verb,

@@ -3,6 +3,7 @@
 #include "actors/builder.hpp"
 #include "actors/evaluator.hpp"
 #include "actors/relay.hpp"
+#include "actors/supervisor_builds.hpp"
 #include "runtime/io/clock.hpp"
 
 #include <caf/all.hpp>
@@ -23,7 +24,7 @@ supervisor_workers real_workers() {
   return w;
 }
 
-namespace {
+namespace supervision {
 
 using self_ptr = evaluator_supervisor_pointer;
 
@@ -132,94 +133,6 @@ void dispatch(self_ptr self) {
                       + " is degraded (restart budget spent); retrying after a back-off"));
 }
 
-// -- builds ahead (runtime/eval/build_book.hpp decides, this sends) ----------------------------------
-
-void spawn_builder(self_ptr self, builder_slot& slot) {
-  auto& st = self->state;
-  actor_stats stats;
-  stats.name = slot.name;
-  stats.role = "builder";
-  stats.node = st.stats.node;
-  stats.restarts = slot.restarts;
-  auto opts = st.builder_engine;
-  opts.worker.scratch_dir += "/" + slot.name.substr(slot.name.find('/') + 1);
-  slot.handle = st.workers.builder(self, stats, opts);
-  self->monitor(slot.handle);
-  (*st.live_workers)[slot.name] = slot.handle.address();
-  slot.busy = false;
-}
-
-/// A build ended: release its requests to the GPUs, or answer them all with its failure.
-void finish_build(self_ptr self, const std::string& key, eval_result res, bool usable) {
-  auto& st = self->state;
-  auto done = st.builds.finish(key, std::move(res), usable,
-                               [](const pending_evaluation& p) { return p.request.id; });
-  for (auto& [item, verdict] : done.answers)
-    deliver(self, item.promise, std::move(verdict));
-  if (!done.to_gpus.empty())
-    done.to_gpus.front().build_seconds = done.build_seconds;
-  for (auto& item : done.to_gpus)
-    st.queue.push_back(std::move(item));
-  dispatch(self);
-}
-
-void builder_free(self_ptr self, const std::string& name) {
-  for (auto& b : self->state.builders)
-    if (b.name == name)
-      b.busy = false;
-}
-
-void dispatch_builds(self_ptr self) {
-  auto& st = self->state;
-  for (auto& slot : st.builders) {
-    if (slot.busy || !slot.handle)
-      continue;
-    auto next = st.builds.next_build();
-    if (!next)
-      return;
-    auto key = next->first;
-    const auto& first = next->second->request;
-    slot.busy = true;
-    ++slot.builds;
-    auto name = slot.name;
-    self->request(slot.handle, deadline_of(self, first), build_atom::value, first)
-      .then(
-        [self, key, name](eval_result& res) {
-          builder_free(self, name);
-          bool usable = res.error != eval_error::timeout && res.error != eval_error::crashed
-                        && res.error != eval_error::infrastructure;
-          finish_build(self, key, std::move(res), usable);
-          dispatch_builds(self);
-        },
-        [self, key, name](caf::error& err) {
-          spdlog::warn("{} failed while building: {}; the GPU will build it", name,
-                       self->system().render(err));
-          builder_free(self, name);
-          finish_build(self, key, eval_result{}, false);
-          dispatch_builds(self);
-        });
-  }
-}
-
-/// Routes a new request: through a build first where that helps, else straight to the GPUs.
-void admit(self_ptr self, pending_evaluation item) {
-  auto& st = self->state;
-  if (st.builders.empty() || !eval::builds_ahead(item.request.task.backend)) {
-    st.queue.push_back(std::move(item));
-    return dispatch(self);
-  }
-  auto key = eval::source_hash(item.request.candidate_source);
-  switch (st.builds.admit(key, item)) {
-    case eval::build_route::to_gpus:
-      st.queue.push_back(std::move(item));
-      return dispatch(self);
-    case eval::build_route::answer_failure:
-      return deliver(self, item.promise, st.builds.failure_of(key, item.request.id));
-    case eval::build_route::waits_for_build:
-      return dispatch_builds(self);
-  }
-}
-
 void restart_or_degrade(self_ptr self, eval::slot_record& slot, const std::string& reason) {
   auto& set = self->state.settings;
   self->state.handles[slot.name] = nullptr;
@@ -239,14 +152,8 @@ void restart_or_degrade(self_ptr self, eval::slot_record& slot, const std::strin
 /// A builder holds no verdicts (its request's error handler re-routes the candidate): a lost
 /// one is started again at once. A lost evaluator is restarted within its slot's budget.
 void worker_down(self_ptr self, const caf::down_msg& msg) {
-  for (auto& b : self->state.builders)
-    if (b.handle && b.handle.address() == msg.source) {
-      b.last_error = self->system().render(msg.reason);
-      ++b.restarts;
-      spdlog::warn("{} stopped ({}); starting a fresh one", b.name, b.last_error);
-      spawn_builder(self, b);
-      return dispatch_builds(self);
-    }
+  if (builder_down(self, msg))
+    return;
   if (auto* slot = slot_by_address(self, msg.source))
     restart_or_degrade(self, *slot, self->system().render(msg.reason));
 }
@@ -263,6 +170,7 @@ actor_status supervisor_status(self_ptr self) {
      {"restart budget", std::to_string(st.settings.restart_limit) + " per "
                           + format_duration_ms(st.settings.restart_window.count())},
      {"builders", std::to_string(st.builders.size())},
+     {"builder nodes", std::to_string(st.remote.size())},
      {"builds", std::to_string(st.builds.builds_started())},
      {"builds reused (duplicates)", std::to_string(st.builds.builds_reused())},
      {"waiting for a build", std::to_string(st.builds.sources_building())}},
@@ -288,7 +196,9 @@ caf::result<std::string> control_slot(self_ptr self, const std::string& name,
                                  verb, args);
 }
 
-} // namespace
+} // namespace supervision
+
+using namespace supervision;
 
 evaluator_supervisor_behavior::behavior_type
 evaluator_supervisor(evaluator_supervisor_pointer self, actor_stats stats,
@@ -378,6 +288,7 @@ evaluator_supervisor_with(evaluator_supervisor_pointer self, actor_stats stats,
       self->state.stats.count();
       return control_slot(self, name, verb, args);
     },
+    [self](membership_view& view) { use_build_services(self, view); },
     [self](start_atom, const std::string& name) {
       auto* slot = self->state.slots.find(name);
       if (slot == nullptr || !self->state.slots.start_after_back_off(*slot))

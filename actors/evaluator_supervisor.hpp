@@ -21,13 +21,16 @@
 // Requests queued behind a crash wait in the supervisor's queue and run on the fresh evaluator.
 // While every slot is degraded, queued requests are answered with an `infrastructure` verdict.
 //
-// Builds ahead (when build_workers > 0): a load_inline candidate first goes to a builder - a CPU
-// worker - so GPUs never wait for nvcc. Candidates are keyed by the hash of their source: a
+// Builds ahead (when build_workers > 0, or builder nodes are up: the membership's views, to
+// which the node subscribes the supervisor, list their build services): a load_inline candidate
+// first goes to a builder - a CPU worker of this node or a builder node's service
+// (actors/build_service.hpp, whose files are installed here) - so GPUs never wait for nvcc. Candidates are keyed by the hash of their source: a
 // duplicate waits for (or reuses) the first one's build and is never built twice; a failed build
 // is answered as a compile verdict for every copy without touching a GPU. A builder that dies or
 // hangs costs nothing but time: its candidates go to the GPUs, which build them themselves.
 
 #include "actors/actor_stats.hpp"
+#include "actors/builder.hpp"
 #include "messages/type_ids.hpp"
 #include "runtime/eval/build_book.hpp"
 #include "runtime/eval/eval_engine.hpp"
@@ -50,14 +53,12 @@ struct evaluator_slot {
   eval::engine_options engine;
 };
 
-/// One CPU builder, as the supervisor sees it.
-struct builder_slot {
-  std::string name;
-  builder_actor handle;
-  bool busy = false;
+/// A builder node's build service, as the supervisor sees it (from the membership).
+struct remote_builds {
+  std::string name; ///< "<builder node>/builds"
+  build_service_actor handle;
+  size_t in_flight = 0;
   uint64_t builds = 0;
-  uint64_t restarts = 0;
-  std::string last_error;
 };
 
 /// How the supervisor starts its workers. real_workers(): detached evaluator and builder actors
@@ -92,6 +93,7 @@ struct evaluator_supervisor_state {
   uint64_t refused_busy = 0;
   eval::engine_options builder_engine;                   ///< template for builders
   std::vector<builder_slot> builders;
+  std::vector<remote_builds> remote;                     ///< builder nodes' build services
   eval::build_book<pending_evaluation> builds;
   /// The current evaluator of each slot and each builder, shared with the clean-up that stops
   /// them when the supervisor ends (that clean-up runs after this state is gone, so it must not

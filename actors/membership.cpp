@@ -3,6 +3,8 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 namespace kbrl {
 
 namespace {
@@ -160,8 +162,11 @@ membership_behavior::behavior_type membership(membership_pointer self,
     },
     [self](subscribe_atom, membership_listener_actor subscriber) {
       self->state.stats.count();
-      self->monitor(subscriber);
-      self->state.subscribers.push_back(subscriber);
+      auto& subs = self->state.subscribers;
+      if (std::find(subs.begin(), subs.end(), subscriber) == subs.end()) { // a node rejoining
+        self->monitor(subscriber);
+        subs.push_back(subscriber);
+      }
       caf::anon_send(subscriber, self->state.table.view());
     },
     [self](tick_atom) {

@@ -41,9 +41,9 @@ void on_joined(node_pointer self, membership_actor membership, const membership_
   st.membership = membership;
   auto failed_before = st.join.succeeded();
   self->monitor(membership);
-  size_t up = 0;
-  for (auto& n : view.nodes)
-    up += n.state == node_state::up ? 1 : 0;
+  subscribe_supervisors(self, membership);
+  auto up = std::count_if(view.nodes.begin(), view.nodes.end(),
+                          [](auto& n) { return n.state == node_state::up; });
   if (failed_before > 0 || st.join.joins() > 1)
     spdlog::info("joined cluster {} through coordinator {} after {} failed attempt(s); {} node(s) "
                  "up",

@@ -1,5 +1,6 @@
 #include "actors/node_roles.hpp"
 
+#include "actors/build_service.hpp"
 #include "actors/learner.hpp"
 #include "actors/metrics.hpp"
 #include "actors/retriever.hpp"
@@ -9,6 +10,10 @@
 #include "runtime/node/role_plan.hpp"
 
 #include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <thread>
 
 namespace kbrl {
 
@@ -30,6 +35,27 @@ eval::engine_options evaluator_engine(const node_settings& s, const std::string&
   opts.worker.extensions_dir = extensions_dir(s);
   opts.worker.gpu = gpu;
   return opts;
+}
+
+/// A builder node's build service: eval.build_workers CPU builders (the machine's cores when 0),
+/// building into the node's build cache.
+build_service_actor spawn_build_service(node_pointer self, const actor_stats& stats) {
+  auto& s = self->state.settings;
+  auto opts = s.eval_engine;
+  opts.worker.scratch_dir = s.run_dir + "/eval";
+  opts.worker.extensions_dir = extensions_dir(s);
+  opts.worker.gpu = -1;
+  const bool has_arch = std::any_of(opts.worker.extra_env.begin(), opts.worker.extra_env.end(),
+                                    [](auto& e) { return e.rfind("TORCH_CUDA_ARCH_LIST=", 0) == 0; });
+  if (!has_arch)
+    spdlog::warn("{}: no GPU here and eval.cuda_arch_list is \"auto\": CUDA builds will not "
+                 "match the evaluator nodes' and they will build again; set eval.cuda_arch_list "
+                 "to their GPUs' (e.g. \"9.0\" for H100 and H200)",
+                 stats.name);
+  auto builders = s.eval_supervision.build_workers;
+  if (builders == 0)
+    builders = std::max(1u, std::thread::hardware_concurrency());
+  return self->spawn(build_service, stats, opts, builders);
 }
 
 } // namespace
@@ -83,6 +109,8 @@ std::vector<actor_entry> spawn_role_actors(node_pointer self) {
       continue;
     } else if (planned.role == "evaluator") {
       continue; // spawned and owned by the supervisor above
+    } else if (planned.role == "builds") {
+      handle = caf::actor_cast<caf::actor>(spawn_build_service(self, stats));
     } else if (planned.role == "learner") {
       auto settings = s.learner ? *s.learner : train::learner_settings{};
       settings.gpus = planned.gpus; // one data-parallel replica per GPU
@@ -137,6 +165,13 @@ std::vector<actor_entry> spawn_role_actors(node_pointer self) {
           self->send(caf::actor_cast<learner_actor>(l.handle), subscribe_atom::value,
                      caf::actor_cast<policy_listener_actor>(sampler.handle));
   return out;
+}
+
+void subscribe_supervisors(node_pointer self, const membership_actor& membership) {
+  for (auto& child : self->state.children)
+    if (child.role == "evaluator-supervisor")
+      self->send(membership, subscribe_atom::value,
+                 caf::actor_cast<membership_listener_actor>(child.handle));
 }
 
 } // namespace kbrl

@@ -15,4 +15,8 @@ namespace kbrl {
 /// names join state.owned_by_handle.
 std::vector<actor_entry> spawn_role_actors(node_pointer self);
 
+/// Subscribes the node's evaluator supervisors to the membership (on each join): its views
+/// tell them which builder nodes' build services are up.
+void subscribe_supervisors(node_pointer self, const membership_actor& membership);
+
 } // namespace kbrl

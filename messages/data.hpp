@@ -260,6 +260,9 @@ struct eval_result {
   /// The worker's time by phase (process start, compile, correctness, coverage, timing, ...),
   /// in the order the worker answered them; empty from an older worker.
   std::vector<phase_time> phases;
+  /// The reference model and its expected outputs came from the worker's store, made for an
+  /// earlier candidate of the same problem, seed and device (nothing of the reference ran).
+  bool reference_shared = false;
 };
 
 template <class Inspector>
@@ -271,7 +274,31 @@ typename Inspector::result_type inspect(Inspector& f, eval_result& x) {
            x.timing_seconds, x.reference_seconds, x.total_seconds, x.kernelbench_correct,
            x.kernelbench_trials_passed, x.strict_correct, x.time_coverage, x.kernels,
            x.timing_input_sets, x.timing_note, x.isolation, x.timing_events_ms, x.timing_wall_ms,
-           x.timing_overhead_ms, x.phases);
+           x.timing_overhead_ms, x.phases, x.reference_shared);
+}
+
+/// One file of a finished build, relative to the candidate's build folder (the extension's
+/// library and the record that says which sources and flags made it).
+struct build_file {
+  std::string path;
+  std::string bytes;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, build_file& x) {
+  return f(caf::meta::type_name("build_file"), x.path, x.bytes);
+}
+
+/// What a builder node answers: the build's verdict and, when it built, the files an evaluator
+/// node installs into its own build folder so that its worker loads instead of building.
+struct build_output {
+  eval_result verdict;
+  std::vector<build_file> files;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, build_output& x) {
+  return f(caf::meta::type_name("build_output"), x.verdict, x.files);
 }
 
 // -- episodes -------------------------------------------------------------------------------------

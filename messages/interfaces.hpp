@@ -140,6 +140,12 @@ using builder_actor = status_actor::extend<
   /// (error static_check or compile, with the excerpt, when it did not).
   caf::replies_to<build_atom, eval_request>::with<eval_result>>;
 
+/// A builder node's build service (kbrl-node --role builder): builds each source once for the
+/// whole cluster on its CPU builders and answers the verdict with the built library's files.
+using build_service_actor = status_actor::extend<
+  /// As builder_actor, plus the files of a successful build (none when it did not build).
+  caf::replies_to<build_atom, eval_request>::with<build_output>>;
+
 /// Owns one evaluator per GPU of its node, restarts them within a budget, spreads requests.
 using evaluator_supervisor_actor = status_actor::extend<
   /// As evaluator_actor; fails with errc::busy when the bounded queue is full.
@@ -151,7 +157,10 @@ using evaluator_supervisor_actor = status_actor::extend<
   caf::replies_to<status_atom, std::string>::with<actor_status>,
   /// A control verb for one evaluator it owns ("restart"), by full name.
   caf::replies_to<control_atom, std::string, std::string, std::vector<std::string>>::with<
-    std::string>>;
+    std::string>,
+  /// The cluster's membership (the node subscribes it): where the builder nodes' build
+  /// services are.
+  caf::reacts_to<membership_view>>;
 
 /// Trains the policy from scored trajectories and publishes new versions.
 using learner_actor = status_actor::extend<

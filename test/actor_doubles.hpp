@@ -93,6 +93,7 @@ holding_evaluator(evaluator_supervisor_actor::pointer self, caf::actor sink) {
     [](control_atom, const std::string&, const std::string&, const std::vector<std::string>&) {
       return std::string{};
     },
+    [](membership_view&) {},
   };
 }
 

@@ -139,6 +139,7 @@ inline evaluator_supervisor_actor::behavior_type verdict_evaluator(
     [](control_atom, const std::string&, const std::string&, const std::vector<std::string>&) {
       return std::string{};
     },
+    [](membership_view&) {},
   };
 }
 

@@ -13,7 +13,9 @@
 //     (the record says so);
 //   - every node lost: a clear error, the finished problems kept, and the same command
 //     continues once a node is back;
-//   - no evaluator node reachable at all: a clear error naming each node and address.
+//   - no evaluator node reachable at all: a clear error naming each node and address;
+//   - a builder node (kbrl-node --role builder) builds for an evaluator node: each source once,
+//     the verdicts those of kbrl-eval's own process, and the evaluator loads what it was sent.
 
 #include "cluster_fixture.hpp"
 #include "runtime/evalcli/evaluator_pool.hpp"
@@ -113,9 +115,15 @@ struct evaluator_cluster {
   std::map<std::string, uint16_t> ports;
   std::map<std::string, test::child_process> nodes;
   std::map<std::string, int> starts; ///< each start logs to its own file
+  std::map<std::string, std::string> roles;                    ///< default "evaluator"
+  std::map<std::string, std::vector<std::string>> overrides;    ///< key=value per node
 
   /// `live` nodes are started; `dead` ones are only listed (nothing listens on their port).
-  evaluator_cluster(const std::vector<std::string>& live, const std::vector<std::string>& dead = {}) {
+  /// `node_roles` names the nodes that are not evaluators (e.g. {"bld", "builder"}).
+  evaluator_cluster(const std::vector<std::string>& live, const std::vector<std::string>& dead = {},
+                    std::map<std::string, std::string> node_roles = {},
+                    std::map<std::string, std::vector<std::string>> node_overrides = {})
+      : roles(std::move(node_roles)), overrides(std::move(node_overrides)) {
     auto all = live;
     all.insert(all.end(), dead.begin(), dead.end());
     std::string text = "[cluster]\nname = \"evaltest\"\ncoordinator = \"" + all.front()
@@ -123,7 +131,7 @@ struct evaluator_cluster {
     for (auto& name : all) {
       ports[name] = test::free_port();
       text += "[[node]]\nname = \"" + name + "\"\nhost = \"127.0.0.1\"\nport = "
-              + std::to_string(ports[name]) + "\nroles = [\"evaluator\"]\n\n";
+              + std::to_string(ports[name]) + "\nroles = [\"" + role_of(name) + "\"]\n\n";
     }
     manifest = dir / "cluster.toml";
     test::write_file(manifest, text);
@@ -133,11 +141,19 @@ struct evaluator_cluster {
       wait_listening(name);
   }
 
+  std::string role_of(const std::string& name) const {
+    auto it = roles.find(name);
+    return it == roles.end() ? "evaluator" : it->second;
+  }
+
   void start(const std::string& name) {
-    nodes[name] = test::child_process(
-      {test::build_dir() + "/kbrl-node", "--role", "evaluator", "--manifest", manifest, "--node",
-       name, "run.dir=" + (dir / "runs"), "node.status_interval_s=60"},
-      dir / (name + "." + std::to_string(starts[name]++) + ".out"));
+    std::vector<std::string> argv{test::build_dir() + "/kbrl-node", "--role", role_of(name),
+                                  "--manifest", manifest, "--node", name,
+                                  "run.dir=" + (dir / "runs"), "node.status_interval_s=60"};
+    for (auto& o : overrides[name])
+      argv.push_back(o);
+    nodes[name] = test::child_process(argv, dir / (name + "." + std::to_string(starts[name]++)
+                                                   + ".out"));
   }
 
   void wait_listening(const std::string& name) {
@@ -313,6 +329,73 @@ BOOST_AUTO_TEST_CASE(two_nodes_give_the_local_metrics_and_both_evaluate) {
                                           "\"compile\" here)")
                         != std::string::npos,
                       other.output);
+}
+
+BOOST_AUTO_TEST_CASE(a_builder_node_builds_each_source_once_for_the_evaluators) {
+  // ev1 evaluates and builds nothing itself; bld (kbrl-node --role builder) builds for it.
+  test::temp_dir caches;
+  evaluator_cluster cluster(
+    {"ev1", "bld"}, {}, {{"bld", "builder"}},
+    {{"ev1", {"eval.cache_dir=" + (caches / "ev1")}},
+     {"bld", {"eval.cache_dir=" + (caches / "bld"), "eval.build_workers=2"}}});
+  auto& ev1 = cluster.nodes.at("ev1");
+  BOOST_REQUIRE_MESSAGE(test::eventually([&] { return ev1.output().find("builds go to bld/builds")
+                                                        != std::string::npos; },
+                                         std::chrono::seconds(30)),
+                        ev1.output() << cluster.nodes.at("bld").output());
+  // Two copies of a C++ extension, two of one that does not compile, a plain program.
+  test::temp_dir dir;
+  auto good = test::read_file(test::source_dir() + "/test/data/candidates_runtime/relu_load_inline_cpu.py");
+  auto bad = test::read_file(test::source_dir() + "/test/data/candidates_runtime/relu_load_inline_bad.py");
+  auto plain = std::string("import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+                           "    def forward(self, x):\n        return torch.relu(x)\n");
+  std::vector<std::string> samples{good, good, bad, bad, plain};
+  fs::create_directories(dir / "gens/level1/1_ReLU");
+  for (size_t i = 0; i < samples.size(); ++i)
+    test::write_file(dir / ("gens/level1/1_ReLU/sample_" + std::to_string(i) + ".py"), samples[i]);
+  auto args = [&](const std::string& out, std::vector<std::string> extra) {
+    auto argv = eval_args(dir / "gens", dir / out, std::move(extra));
+    *std::find(argv.begin(), argv.end(), "120") = "600"; // builds on a 2-core machine
+    return argv;
+  };
+  auto remote = test::run_command(args("cluster", {"--manifest", cluster.manifest}), 900);
+  BOOST_REQUIRE_MESSAGE(remote.code == 0, remote.output);
+  auto local = test::run_command(args("local", {}), 900);
+  BOOST_REQUIRE_MESSAGE(local.code == 0, local.output);
+
+  // Verdicts unchanged: sample by sample as in kbrl-eval's own process.
+  auto there = samples_of(dir / "cluster/results.json");
+  auto here = samples_of(dir / "local/results.json");
+  BOOST_REQUIRE_EQUAL(there.size(), samples.size());
+  BOOST_REQUIRE_EQUAL(here.size(), samples.size());
+  std::sort(there.begin(), there.end(), [](auto& a, auto& b) { return a.sample < b.sample; });
+  std::sort(here.begin(), here.end(), [](auto& a, auto& b) { return a.sample < b.sample; });
+  for (size_t i = 0; i < samples.size(); ++i) {
+    BOOST_TEST_CONTEXT("sample " << i) {
+      BOOST_CHECK_EQUAL(there[i].correct, here[i].correct);
+      BOOST_CHECK_EQUAL(there[i].compiled, here[i].compiled);
+      BOOST_CHECK_MESSAGE(there[i].error == here[i].error,
+                          there[i].error << ": " << there[i].error_excerpt << " / " << here[i].error);
+      BOOST_CHECK_EQUAL(there[i].node, "ev1");
+    }
+  }
+  BOOST_CHECK(there[0].correct && there[1].correct && there[4].correct);
+  BOOST_CHECK_EQUAL(there[2].error, "compile");
+
+  // Each source built once, on the builder node: three sources, three builds.
+  auto bld_log = cluster.nodes.at("bld").output();
+  BOOST_CHECK_MESSAGE(count_of(bld_log, "bld/builds: built ") == 3, bld_log);
+  // ev1 loaded the builder's library: its build folder has the library and its record, and no
+  // ninja file or object (it built nothing).
+  auto folder = fs::path(caches / "ev1") / "extensions" / there[0].candidate_hash;
+  std::vector<std::string> names;
+  for (auto& e : fs::recursive_directory_iterator(folder))
+    names.push_back(e.path().filename().string());
+  auto has = [&](const std::string& n) { return std::count(names.begin(), names.end(), n) > 0; };
+  BOOST_CHECK_MESSAGE(has("kbrl-library.json") && has("kbrl_test_relu_cpu.so"),
+                      "ev1's build folder " << folder.string() << " lacks the builder's files");
+  BOOST_CHECK(!has("build.ninja"));
+  BOOST_CHECK(!has("main.o"));
 }
 
 BOOST_AUTO_TEST_CASE(a_node_killed_mid_run_loses_no_sample) {

@@ -4,6 +4,7 @@
 // After each one - crashes, hangs, hacks - the same engine evaluates a good candidate correctly.
 
 #include "runtime/device/devices.hpp"
+#include "runtime/eval/build_artifact.hpp"
 #include "runtime/eval/eval_engine.hpp"
 #include "runtime/eval/problems.hpp"
 #include "runtime/eval/python_probe.hpp"
@@ -12,6 +13,7 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -337,6 +339,107 @@ BOOST_AUTO_TEST_CASE(a_build_ahead_is_only_loaded_by_the_evaluating_worker) {
   BOOST_CHECK(failed.error == eval_error::compile);
   BOOST_CHECK_MESSAGE(failed.error_excerpt.find("error") != std::string::npos,
                       failed.error_excerpt);
+}
+
+BOOST_AUTO_TEST_CASE(the_candidates_of_a_problem_share_the_reference_work) {
+  // Static rules off: the hostile candidates below must run to show what they cannot reach.
+  for (auto& rule : all_rules())
+    opts.rule_overrides[rule.id] = severity::off;
+  eval_engine engine{opts};
+  auto untimed = [&](const std::string& candidate, uint64_t id) {
+    auto req = request(data("candidates_runtime/" + candidate), id);
+    req.timing.perf_trials = 0; // expected outputs only (reference timings have their own cache)
+    req.timing.measure_performance = false;
+    return engine.evaluate(req);
+  };
+  auto good = [&](uint64_t id) { return untimed("relu_correct_clamp.py", id); };
+  auto first = good(1);
+  BOOST_REQUIRE_MESSAGE(first.correct, to_string(first.error) << ": " << first.error_excerpt);
+  BOOST_CHECK(!first.reference_shared);
+  BOOST_CHECK_GT(first.reference_seconds, 0.0);
+  // A candidate that writes into its inputs, and one that patches every reference module it
+  // can find: the kept inputs and model are in the trusted process, out of their reach.
+  auto inplace = untimed("relu_inplace_input.py", 2);
+  BOOST_CHECK(inplace.reference_shared);
+  BOOST_CHECK(std::count(inplace.hack_flags.begin(), inplace.hack_flags.end(),
+                         "inputs_modified") == 1);
+  auto patcher = untimed("relu_patches_reference_module.py", 3);
+  BOOST_CHECK(!patcher.correct);
+  BOOST_CHECK_MESSAGE(patcher.reference_shared, to_string(patcher.error) << ": "
+                                                  << patcher.error_excerpt);
+  auto again = good(4);
+  BOOST_REQUIRE_MESSAGE(again.correct, to_string(again.error) << ": " << again.error_excerpt);
+  BOOST_CHECK(again.reference_shared);
+  BOOST_CHECK_EQUAL(again.reference_seconds, 0.0); // nothing of the reference ran
+  // The same verdict, trial by trial, as when the reference ran for it.
+  BOOST_REQUIRE_EQUAL(again.trials.size(), first.trials.size());
+  for (size_t i = 0; i < first.trials.size(); ++i) {
+    BOOST_CHECK_EQUAL(again.trials[i].passed, first.trials[i].passed);
+    BOOST_CHECK_EQUAL(again.trials[i].max_abs_diff, first.trials[i].max_abs_diff);
+  }
+  BOOST_CHECK_EQUAL(engine.references_shared(), 3u);
+
+  // Off: every candidate runs the reference again.
+  opts.shared_reference_mb = 0;
+  eval_engine unshared{opts};
+  auto req = request(data("candidates_runtime/relu_correct_clamp.py"), 5);
+  unshared.evaluate(req);
+  auto second = unshared.evaluate(req);
+  BOOST_CHECK(second.correct);
+  BOOST_CHECK(!second.reference_shared);
+  BOOST_CHECK_GT(second.reference_seconds, 0.0);
+  BOOST_CHECK_EQUAL(unshared.references_shared(), 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_build_made_in_another_folder_is_loaded_not_rebuilt) {
+  // What a builder node sends: the library and its record, installed into another build cache.
+  auto req = request(data("candidates_runtime/relu_load_inline_cpu.py"), 1);
+  req.task.backend = kernel_backend::torch;
+  req.timing.timeout_s = 600;
+  req.timing.perf_trials = 0;
+  req.timing.measure_performance = false;
+  auto builder_opts = opts;
+  builder_opts.worker.scratch_dir = dir / "builder";
+  builder_opts.worker.extensions_dir = dir / "builder_extensions";
+  builder_opts.worker.gpu = -1;
+  eval_engine builder{builder_opts};
+  auto built = builder.build(req);
+  BOOST_REQUIRE_MESSAGE(built.compiled, to_string(built.error) << ": " << built.error_excerpt);
+  auto files = collect_build_files(builder.build_dir_of(req.candidate_source));
+  BOOST_REQUIRE_MESSAGE(files, test::why(files));
+  BOOST_REQUIRE_EQUAL(files->size(), 2u); // the library and its record
+  eval_engine evaluator{opts};
+  // Started first, as an evaluator node's are: the build cache is then its worker's (as root:
+  // user nobody's), and the installed folders are handed to the same owner.
+  BOOST_REQUIRE(evaluator.start());
+  auto here = evaluator.build_dir_of(req.candidate_source);
+  BOOST_CHECK_NE(here, builder.build_dir_of(req.candidate_source));
+  auto installed = install_build_files(here, *files);
+  BOOST_REQUIRE_MESSAGE(installed, test::why(installed));
+  auto res = evaluator.evaluate(req);
+  BOOST_REQUIRE_MESSAGE(res.correct, to_string(res.error) << ": " << res.error_excerpt);
+  // Loaded, not built: torch wrote its sources, but no ninja file or object appeared here.
+  BOOST_CHECK(find_files(here, "build.ninja").empty());
+  BOOST_CHECK(find_files(here, ".o").empty());
+
+  // A record whose key is not what this build would have (another toolchain, flags, sources):
+  // ignored, the extension is built here, and the verdict is the same.
+  auto other = request(data("candidates_runtime/relu_load_inline_cpu.py"), 2);
+  other.candidate_source += "\n# another source, another folder\n";
+  other.task.backend = kernel_backend::torch;
+  other.timing = req.timing;
+  auto foreign = *files;
+  for (auto& f : foreign)
+    if (f.path.find(library_record_name) != std::string::npos)
+      f.bytes.replace(f.bytes.find("\"key\": \"") + 9, 8, "00000000");
+  BOOST_REQUIRE(install_build_files(evaluator.build_dir_of(other.candidate_source), foreign));
+  auto rebuilt = evaluator.evaluate(other);
+  BOOST_REQUIRE_MESSAGE(rebuilt.correct, to_string(rebuilt.error) << ": " << rebuilt.error_excerpt);
+  BOOST_CHECK(!find_files(evaluator.build_dir_of(other.candidate_source), "build.ninja").empty());
+
+  // Paths from another node are refused unless they are a record or a library inside the folder.
+  for (auto bad : {"../escape.so", "/tmp/abs.so", "x/../../y.so", "main.cpp", ""})
+    BOOST_CHECK_MESSAGE(!install_build_files(here, {{bad, "x"}}), bad);
 }
 
 BOOST_AUTO_TEST_CASE(reference_timings_are_reused_across_runs) {

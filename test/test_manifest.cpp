@@ -210,11 +210,11 @@ BOOST_AUTO_TEST_CASE(bad_node_names_and_roles) {
   BOOST_CHECK_EQUAL(parse_error(cluster + "[[node]]\nname = \"a\"\nhost = \"127.0.0.1\"\n"
                                           "port = 1\nroles = [\"sampler\", \"learnr\"]\n"),
                     "cluster.toml:8: node[0].roles[1]: expected one of learner, sampler, "
-                    "evaluator, all, got \"learnr\" (did you mean 'learner'?)");
+                    "evaluator, builder, all, got \"learnr\" (did you mean 'learner'?)");
   BOOST_CHECK_EQUAL(parse_error(cluster + "[[node]]\nname = \"a\"\nhost = \"127.0.0.1\"\n"
                                           "port = 1\nroles = []\n"),
                     "cluster.toml:8: node[0].roles: expected a non-empty array of roles "
-                    "(learner, sampler, evaluator, all), got []");
+                    "(learner, sampler, evaluator, builder, all), got []");
   BOOST_CHECK_EQUAL(parse_error(cluster + "[[node]]\nname = \"a\"\nhost = \"127.0.0.1\"\n"
                                           "port = 1\nroles = [\"all\", \"all\"]\n"),
                     "cluster.toml:8: node[0].roles[1]: role \"all\" is listed twice");
@@ -530,7 +530,7 @@ roles = ["cook"]
                     "cluster.toml:8: node[0].host: expected a non-empty string, got \"\"\n"
                     "cluster.toml:9: node[0].port: expected an integer from 1 to 65535, got 0\n"
                     "cluster.toml:10: node[0].roles[0]: expected one of learner, sampler, "
-                    "evaluator, all, got \"cook\"");
+                    "evaluator, builder, all, got \"cook\"");
 }
 
 BOOST_AUTO_TEST_CASE(render_round_trips) {

@@ -92,6 +92,7 @@ kbrl::eval_result sample_eval_result() {
   r.timing_events_ms = 150.5;
   r.timing_wall_ms = 160.25;
   r.timing_overhead_ms = 1.5;
+  r.reference_shared = true;
   return r;
 }
 
@@ -183,6 +184,16 @@ BOOST_AUTO_TEST_CASE(evaluation_round_trip) {
   BOOST_CHECK_EQUAL(back.timing_note, r.timing_note);
   BOOST_CHECK_EQUAL(back.isolation, "process");
   BOOST_CHECK_EQUAL(back.timing_wall_ms, 160.25);
+  BOOST_CHECK(back.reference_shared);
+  // A builder node's answer: the verdict and the library's bytes, binary included.
+  kbrl::build_output built{r, {{"relu/kbrl-library.json", "{}"}, {"relu/relu.so", {"\x7f" "ELF\0\xff", 6}}}};
+  check(built.files[1]);
+  check(built);
+  auto built_back = round_trip(built);
+  BOOST_REQUIRE_EQUAL(built_back.files.size(), 2u);
+  BOOST_CHECK_EQUAL(built_back.files[1].bytes, built.files[1].bytes);
+  BOOST_CHECK_EQUAL(built_back.files[1].bytes.size(), 6u);
+  BOOST_CHECK_EQUAL(built_back.verdict.id, 77u);
 }
 
 BOOST_AUTO_TEST_CASE(episode_policy_metric_round_trip) {
@@ -239,6 +250,7 @@ BOOST_AUTO_TEST_CASE(typed_handles_round_trip) {
   check(kbrl::evaluator_actor{});
   check(kbrl::evaluator_supervisor_actor{});
   check(kbrl::builder_actor{});
+  check(kbrl::build_service_actor{});
   check(kbrl::learner_actor{});
   check(kbrl::coordinator_actor{});
   check(kbrl::episode_actor{});

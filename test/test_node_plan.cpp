@@ -100,6 +100,21 @@ BOOST_AUTO_TEST_CASE(expand_roles_expands_all_and_deduplicates) {
   BOOST_CHECK((expand_roles({"evaluator"}) == roles{"evaluator"}));
   BOOST_CHECK(expand_roles({}).empty());
   BOOST_CHECK(expand_roles({"bogus"}).empty()); // plan_node refuses unknown roles before this
+  // A builder node is named on its own: "all" is one machine's RL loop.
+  BOOST_CHECK((expand_roles({"all", "builder"})
+               == roles{"learner", "sampler", "evaluator", "builder"}));
+  BOOST_CHECK((expand_roles({"builder"}) == roles{"builder"}));
+}
+
+BOOST_AUTO_TEST_CASE(a_builder_node_runs_one_build_service_and_no_gpu_actor) {
+  auto plan = plan_role_actors({"builder"}, {});
+  BOOST_REQUIRE_MESSAGE(plan.size() == 1u, describe_plan(plan));
+  BOOST_CHECK_EQUAL(plan[0].role, "builds");
+  BOOST_CHECK_EQUAL(plan[0].gpu, -1);
+  plan = plan_role_actors({"evaluator", "builder"}, {0});
+  BOOST_REQUIRE_MESSAGE(plan.size() == 3u, describe_plan(plan));
+  BOOST_CHECK_EQUAL(plan[2].role, "builds");
+  BOOST_CHECK_EQUAL(plan_role_actors({"all"}, {0}).back().role, "evaluator");
 }
 
 BOOST_AUTO_TEST_CASE(learner_gets_a_metrics_sink) {
@@ -178,15 +193,15 @@ BOOST_AUTO_TEST_CASE(unknown_role_is_refused) {
   node_launch l;
   l.roles = {"sampler", "trainer"};
   BOOST_CHECK_EQUAL(plan_error(l),
-                    "--role trainer: expected one of learner, sampler, evaluator, all");
+                    "--role trainer: expected one of learner, sampler, evaluator, builder, all");
 }
 
 BOOST_AUTO_TEST_CASE(missing_role_is_refused) {
   node_launch l;
-  BOOST_CHECK_EQUAL(plan_error(l), "--role is required (one of learner, sampler, evaluator, all)");
+  BOOST_CHECK_EQUAL(plan_error(l), "--role is required (one of learner, sampler, evaluator, builder, all)");
   manifest_fixture f; // also with a manifest
   BOOST_CHECK_EQUAL(plan_error(f.launch({}, "head")),
-                    "--role is required (one of learner, sampler, evaluator, all)");
+                    "--role is required (one of learner, sampler, evaluator, builder, all)");
 }
 
 BOOST_FIXTURE_TEST_CASE(several_fitting_nodes_need_node, manifest_fixture) {

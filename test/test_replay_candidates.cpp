@@ -101,6 +101,7 @@ recording_evaluator(evaluator_supervisor_actor::pointer,
     [](control_atom, const std::string&, const std::string&, const std::vector<std::string>&) {
       return std::string{};
     },
+    [](membership_view&) {},
   };
 }
 

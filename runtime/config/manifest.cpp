@@ -467,13 +467,14 @@ void read_nodes(manifest_reader& r, const toml::table& root, cluster_manifest& m
 } // namespace
 
 const std::vector<std::string>& known_roles() {
-  static const std::vector<std::string> roles{"learner", "sampler", "evaluator", "all"};
+  static const std::vector<std::string> roles{"learner", "sampler", "evaluator", "builder",
+                                              "all"};
   return roles;
 }
 
 bool node_spec::has_role(const std::string& role) const {
   return std::find(roles.begin(), roles.end(), role) != roles.end()
-         || std::find(roles.begin(), roles.end(), "all") != roles.end();
+         || (role != "builder" && std::find(roles.begin(), roles.end(), "all") != roles.end());
 }
 
 const node_spec* cluster_manifest::find(const std::string& node_name) const {

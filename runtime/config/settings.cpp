@@ -364,6 +364,12 @@ const std::vector<setting>& all_settings() {
      "past it the process is killed and the verdict is a runtime error flagged memory_limit. "
      "Host memory only: the GPU's is bounded by the device.",
      {}, 0.25},
+    {"eval.shared_reference_mb", setting_kind::real, "1024.0",
+     "Inputs and expected outputs a worker keeps of the references it ran, in MiB (on the "
+     "device when eval.inputs_on = device): the candidates of one problem, seed and device "
+     "are judged against the reference's work done once, not once each. The candidate's "
+     "process still gets its own copy of the inputs and never sees the outputs. 0: off.",
+     {}, 0},
     {"eval.profile_coverage", setting_kind::boolean, "true",
      "Measure that share (the time coverage) with one extra profiled call per timed candidate; "
      "false: not measured (time_coverage -1), so neither own_kernels_idle nor "
@@ -405,11 +411,19 @@ const std::vector<setting>& all_settings() {
      "Static-check rule ids that reject a candidate even if they only warn by default."},
     {"eval.build_workers", setting_kind::integer, "0",
      "CPU workers that build candidates' extensions (load_inline) ahead of evaluation, so GPUs "
-     "never wait for nvcc and duplicates are built once; 0: each GPU worker builds its own.",
+     "never wait for nvcc and duplicates are built once; 0: each GPU worker builds its own. On a "
+     "builder node (kbrl-node --role builder), the builders it runs for the cluster; 0 there: "
+     "one per CPU core.",
      {}, 0, 256},
+    {"eval.remote_build_slots", setting_kind::integer, "8",
+     "Builds an evaluator node keeps in flight on each builder node (kbrl-node --role "
+     "builder), beside its own eval.build_workers; the builder node builds each source once for "
+     "the whole cluster and sends the built library back.",
+     {}, 1, 1024},
     {"eval.cuda_arch_list", setting_kind::string, "\"auto\"",
      "TORCH_CUDA_ARCH_LIST for every worker (builders and GPU workers must agree, or torch "
-     "rebuilds); auto: the compute capabilities nvidia-smi reports, empty: leave it unset."},
+     "rebuilds); auto: the compute capabilities nvidia-smi reports, empty: leave it unset. A "
+     "builder node without GPUs needs it set to the evaluator nodes' (e.g. \"9.0\")."},
     {"eval.queue_capacity", setting_kind::integer, "64",
      "Evaluation requests an evaluator node keeps waiting; more are answered busy.", {}, 1},
     {"eval.restart_limit", setting_kind::integer, "5",

@@ -427,6 +427,7 @@ eval_result eval_engine::evaluate(const eval_request& req) {
     .field("min_time_coverage", opts_.min_time_coverage)
     .field("profile_coverage", opts_.profile_coverage)
     .field("memory_limit_mb", opts_.memory_limit_gb * 1024.0)
+    .field("shared_reference_mb", opts_.shared_reference_mb)
     .field("build_dir", build_dir_of(req.candidate_source))
     .field("timeout_s", t.timeout_s)
     .end_object();
@@ -458,6 +459,8 @@ eval_result eval_engine::evaluate(const eval_request& req) {
     res.device = std::move(device);
     res.id = id;
   }
+  if (res.reference_shared)
+    ++references_shared_;
   // The reference's timings: answered when asked for (and cached), else the cached ones.
   auto answered_reference = res.reference_runtime;
   auto answered_compiled = res.compiled_reference_runtime;

@@ -74,6 +74,9 @@ struct engine_options {
   size_t excerpt_bytes = 4000;      ///< longest error excerpt kept
   /// Per-run severities of static-check rules (validated with validate_overrides()).
   std::map<std::string, severity> rule_overrides;
+  /// Tensors (inputs and expected outputs) the worker keeps of the references it ran, MiB:
+  /// the candidates of one problem, seed and device share the reference's work (0: off).
+  double shared_reference_mb = 1024;
   /// JSONL file of reference timings shared across engines and runs (one line per problem,
   /// device, precision and timing settings); empty keeps them in memory only.
   std::string reference_cache_file;
@@ -143,6 +146,8 @@ public:
   uint64_t evaluations() const { return evaluations_; }
   uint64_t workers_started() const { return workers_started_; }
   uint64_t reference_cache_hits() const { return ref_cache_hits_; }
+  /// Verdicts whose reference model and expected outputs came from the worker's store.
+  uint64_t references_shared() const { return references_shared_; }
   isolation_mode isolation() const;
 
   /// Kills the worker now (tests inject faults with it; the next request sees a crash).
@@ -177,6 +182,7 @@ private:
   uint64_t since_start_ = 0;
   uint64_t workers_started_ = 0;
   uint64_t ref_cache_hits_ = 0;
+  uint64_t references_shared_ = 0;
   bool needs_restart_ = true;
   bool restart_planned_ = false;   ///< needs_restart_ comes from maybe_recycle()
   std::string last_failure_ = "not started";

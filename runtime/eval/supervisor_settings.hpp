@@ -19,6 +19,8 @@ struct supervisor_settings {
   std::chrono::milliseconds degraded_backoff{30000}; ///< wait before a degraded slot retries
   std::chrono::milliseconds request_margin{30000};   ///< added to a request's own timeout
   size_t build_workers = 0;                          ///< CPU builders; 0: GPUs build themselves
+  /// Builds kept in flight on each builder node's build service (kbrl-node --role builder).
+  size_t remote_build_slots = 8;
   std::function<int64_t()> clock = now_unix_ms;      ///< wall clock (ms); tests inject a fake
 };
 

@@ -132,6 +132,7 @@ void read_verdict_fields(element obj, eval_result& r) {
   read(obj, "timing_input_sets", r.timing_input_sets);
   read(obj, "timing_note", r.timing_note);
   read(obj, "isolation", r.isolation);
+  read(obj, "reference_shared", r.reference_shared);
   simdjson::dom::object phases;
   if (!obj["phase_seconds"].get(phases)) {
     r.phases.clear();

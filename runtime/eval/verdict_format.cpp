@@ -78,7 +78,8 @@ std::string verdict_json(const eval_result& r) {
   w.end_array();
   w.field("timing_input_sets", r.timing_input_sets)
     .field("timing_note", r.timing_note)
-    .field("isolation", r.isolation);
+    .field("isolation", r.isolation)
+    .field("reference_shared", r.reference_shared);
   w.key("timing_check")
     .begin_object()
     .field("events_ms", r.timing_events_ms)

@@ -89,6 +89,7 @@ eval::engine_options evaluation_engine_options(const config::run_config& run) {
   o.min_time_coverage = run.get_real("eval.min_time_coverage");
   o.profile_coverage = run.get_bool("eval.profile_coverage");
   o.memory_limit_gb = run.get_real("eval.memory_limit_gb");
+  o.shared_reference_mb = run.get_real("eval.shared_reference_mb");
   auto cache_dir = run.get_string("eval.cache_dir");
   // Builds are shared only when eval.cache_dir is named, as in kbrl-eval
   // (tools/evalcli/evaluator_setup.cpp); otherwise a node builds in its run directory
@@ -118,6 +119,7 @@ supervisor_settings evaluation_supervision(const config::run_config& run) {
   s.restart_window = seconds_setting(run, "eval.restart_window_s");
   s.degraded_backoff = seconds_setting(run, "eval.degraded_backoff_s");
   s.build_workers = static_cast<size_t>(run.get_int("eval.build_workers"));
+  s.remote_build_slots = static_cast<size_t>(run.get_int("eval.remote_build_slots"));
   return s;
 }
 

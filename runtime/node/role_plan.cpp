@@ -12,9 +12,13 @@ std::vector<std::string> expand_roles(const std::vector<std::string>& roles) {
            || std::find(roles.begin(), roles.end(), "all") != roles.end();
   };
   std::vector<std::string> out;
-  for (auto& r : config::known_roles())
-    if (r != "all" && has(r))
+  for (auto& r : config::known_roles()) {
+    // "all" is one machine's RL loop; a builder node is named on its own (a CPU machine that
+    // builds for the cluster's evaluator nodes).
+    const bool named = std::find(roles.begin(), roles.end(), r) != roles.end();
+    if (r != "all" && (r == "builder" ? named : has(r)))
       out.push_back(r);
+  }
   return out;
 }
 
@@ -43,6 +47,8 @@ std::vector<planned_actor> plan_role_actors(const std::vector<std::string>& role
     plan.push_back({"evaluator-supervisor", -1, -1, {}});
     per_gpu("evaluator");
   }
+  if (has("builder"))
+    plan.push_back({"builds", -1, -1, {}}); // the build service; it owns the CPU builders
   return plan;
 }
 

@@ -9,7 +9,8 @@ namespace kbrl {
 
 /// One actor a node will spawn.
 struct planned_actor {
-  std::string role;   ///< "learner", "metrics", "sampler", "evaluator-supervisor", "evaluator"
+  std::string role;   ///< "learner", "metrics", "sampler", "evaluator-supervisor", "evaluator",
+                      ///< "builds" (a builder node's build service)
   int index = -1;     ///< GPU slot for per-GPU actors, -1 otherwise
   int gpu = -1;       ///< CUDA device index it is bound to, -1 for none (CPU)
   /// The learner: every GPU of the node (one data-parallel replica each; gpu is the first).
@@ -23,7 +24,8 @@ struct planned_actor {
 std::vector<planned_actor> plan_role_actors(const std::vector<std::string>& roles,
                                             const std::vector<int>& gpus);
 
-/// The roles with "all" expanded, in the order of config::known_roles(), without duplicates.
+/// The roles with "all" expanded, in the order of config::known_roles(), without duplicates;
+/// "all" does not include "builder", which is only taken when named.
 std::vector<std::string> expand_roles(const std::vector<std::string>& roles);
 
 } // namespace kbrl

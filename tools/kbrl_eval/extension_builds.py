@@ -1,5 +1,5 @@
 """Extension builds: lets a process load an extension that another process already built into
-the same folder, and compiles the C++ half of load_inline builds with a precompiled
+the same folder (or a builder node built elsewhere), and compiles the C++ half of load_inline builds with a precompiled
 torch/extension.h. Installed into torch.utils.cpp_extension in every process that builds or loads
 candidates (the zygote, hence every candidate process)."""
 
@@ -45,6 +45,95 @@ def install_build_reuse(cpp_extension):
 
     jit_compile._kbrl_build_reuse = True
     cpp_extension._jit_compile = jit_compile
+
+
+LIBRARY_RECORD = "kbrl-library.json"
+
+
+def _library_key(arguments):
+    """What decides the bytes of a build: the extension's name, its sources' names and
+    contents, its flags, and the toolchain it was built with (torch, CUDA, the architectures,
+    the compiler, Python). Folder paths are left out, so a build made in another folder (a
+    builder node's) has the key a local build of the same sources would have."""
+    import hashlib
+    import sys
+    import torch
+    h = hashlib.sha256()
+
+    def feed(value):
+        h.update(repr(value).encode("utf-8", "surrogatepass"))
+        h.update(b"\0")
+
+    feed(arguments.get("name"))
+    for src in arguments.get("sources") or []:
+        feed(os.path.basename(src))
+        with open(src, "rb") as f:
+            h.update(f.read())
+        h.update(b"\0")
+    for key in ("extra_cflags", "extra_cuda_cflags", "extra_sycl_cflags", "extra_ldflags",
+                "extra_include_paths", "with_cuda", "with_sycl", "is_standalone"):
+        feed((key, arguments.get(key)))
+    feed((torch.__version__, torch.version.cuda, sys.version_info[:2],
+          os.environ.get("TORCH_CUDA_ARCH_LIST"), os.environ.get("CXX", "c++")))
+    return h.hexdigest()
+
+
+def _read_record(build_directory):
+    import json
+    try:
+        with open(os.path.join(build_directory, LIBRARY_RECORD)) as f:
+            record = json.load(f)
+        return record if isinstance(record, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
+def install_library_reuse(cpp_extension):
+    """Lets a worker load a library built in another folder, or on another machine.
+
+    After each successful build of a Python module, kbrl-library.json beside the library
+    records the library's file name and the key of what made it (_library_key). Before a build,
+    when that record is there with the key this build would have and the library exists, the
+    build step is skipped and torch loads the library as it would after building it: torch's
+    own bookkeeping (versioned names, the lock, the import) runs unchanged. A builder node's
+    builds arrive on an evaluator node as the library and its record (runtime/eval/
+    build_artifact.hpp); any difference in sources, flags or toolchain gives another key, and
+    the extension is built here as usual."""
+    original = getattr(cpp_extension, "_write_ninja_file_and_build_library", None)
+    if original is None or getattr(original, "_kbrl_library_reuse", False):
+        return
+    import inspect
+    import json
+    signature = inspect.signature(original)
+    suffix = ".so" if os.name == "posix" else ".pyd"
+
+    def build_library(*args, **kwargs):
+        try:
+            arguments = signature.bind(*args, **kwargs).arguments
+            build_directory = arguments["build_directory"]
+            key = None if arguments.get("is_standalone") else _library_key(arguments)
+        except BaseException:  # noqa: BLE001 - without a key, build as torch would
+            return original(*args, **kwargs)
+        library = str(arguments.get("name")) + suffix
+        if key is not None:
+            record = _read_record(build_directory)
+            if (record is not None and record.get("key") == key
+                    and record.get("library") == library
+                    and os.path.isfile(os.path.join(build_directory, library))):
+                return None  # built before, here or elsewhere: torch imports it next
+        result = original(*args, **kwargs)
+        if key is not None and os.path.isfile(os.path.join(build_directory, library)):
+            tmp = os.path.join(build_directory, LIBRARY_RECORD + ".%d.tmp" % os.getpid())
+            try:
+                with open(tmp, "w") as f:
+                    json.dump({"key": key, "library": library}, f)
+                os.replace(tmp, os.path.join(build_directory, LIBRARY_RECORD))
+            except OSError:
+                pass
+        return result
+
+    build_library._kbrl_library_reuse = True
+    cpp_extension._write_ninja_file_and_build_library = build_library
 
 
 PCH_HEADER = "kbrl_torch_extension.h"

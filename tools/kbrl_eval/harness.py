@@ -31,6 +31,7 @@ from .common import (BudgetExceeded, CandidateError, COMPARE_CHUNK, DISCARD_FIRS
                      format_exception, memory_limit_bytes, now, stats, truncate, zero_stats)
 from .compare import OutputComparison, strict_tolerances, structure_note
 from .coverage import own_kernel_names
+from .reference_store import ReferenceEntry, reference_key
 from .shared_tensors import SharedArena, clone_args, encode_value, pack
 from .timing import time_calls
 
@@ -86,6 +87,8 @@ class Evaluation:
         self.slots = {}  # shared input buffers by use: 0 = correctness / timing set 0, ...
         self.overhead_ms = 0.0
         self._inputs_on_device = False
+        self.ref_entry = None     # this problem's entry in the worker's reference store
+        self.reference_runs = 0   # reference calls made for this candidate (0: all shared)
 
     @property
     def phase(self):
@@ -130,6 +133,8 @@ class Evaluation:
         p["min_time_coverage"] = float(r.get("min_time_coverage", 0.05))
         p["profile_coverage"] = bool(r.get("profile_coverage", True))
         p["memory_limit_bytes"] = memory_limit_bytes(r)
+        p["shared_reference_bytes"] = int(max(0.0, float(r.get("shared_reference_mb", 0)))
+                                          * 2 ** 20)
         p["time_reference"] = bool(r.get("time_reference", True))
         p["time_compiled_reference"] = bool(r.get("time_compiled_reference", False))
         p["compile_check"] = bool(r.get("compile_check", p["time_compiled_reference"]))
@@ -225,6 +230,7 @@ class Evaluation:
         ok, _ = self.w.context_ok()
         if not ok:
             self.ans["sticky_cuda_error"] = True
+            self.w.references.configure(0)  # what it kept may be garbage now
 
     def _sync(self):
         if self.w.cuda:
@@ -246,6 +252,18 @@ class Evaluation:
 
     def _load_reference(self):
         self.phase = "reference load"
+        store = self.w.references
+        store.configure(self.p["shared_reference_bytes"])
+        key = reference_key(self.req["reference"], self.p["seed"], self.p["precision"],
+                            self.p["inputs_on"])
+        entry = store.get(key) if store.enabled() else None
+        if entry is not None:
+            # an earlier candidate of this problem loaded it: same program, seed and device
+            self.ref_entry = entry
+            self.ref_mod, self.ref_model = entry.mod, entry.model
+            self.init_inputs = entry.init_inputs
+            self._inputs_on_device = entry.inputs_on_device
+            return
         t0 = now()
         try:
             mod = self.w.load_module(self.req["reference"], self.dir, "reference", self.number,
@@ -268,6 +286,29 @@ class Evaluation:
             raise ReferenceError_(format_exception(e, self.files, self.replacements,
                                                    headline="the reference program failed:"))
         self.ans["reference_seconds"] += now() - t0
+        self.reference_runs += 1
+        if store.enabled():
+            self.ref_entry = ReferenceEntry(key, mod, self.ref_model, self.init_inputs,
+                                            self._inputs_on_device)
+            store.put(self.ref_entry)
+
+    def _reference_result(self, seed):
+        """(pristine inputs, expected outputs, is_seq) of the trial with this seed: from the
+        store when an earlier candidate of this problem drew it, else drawn and run here (the
+        reference on a clone, so the inputs stay pristine) and kept for the next candidate.
+        Callers copy the inputs before the candidate's process can see them."""
+        if self.ref_entry is not None:
+            hit = self.ref_entry.result(seed)
+            if hit is not None:
+                self.w.references.hits += 1
+                return hit
+        pristine = self._draw_inputs(seed)
+        expected, is_seq = self._run_reference(clone_args(pristine), seed)
+        self.reference_runs += 1
+        if self.ref_entry is not None:
+            self.ref_entry.inputs_on_device = self._inputs_on_device
+            self.w.references.add_result(self.ref_entry, seed, (pristine, expected, is_seq))
+        return pristine, expected, is_seq
 
     def _run_reference(self, args, seed):
         t0 = now()
@@ -470,8 +511,7 @@ class Evaluation:
         try:
             for i in range(n):
                 self.phase = "correctness trial %d" % (i + 1)
-                pristine = self._draw_inputs(seeds[i])
-                expected, is_seq = self._run_reference(clone_args(pristine), seeds[i])
+                pristine, expected, is_seq = self._reference_result(seeds[i])
                 bufs, out_spec, out_fds = self._out_buffers(expected)
                 shared, spec, fds = self._share(pristine, slot=0)
                 del pristine
@@ -553,8 +593,8 @@ class Evaluation:
         sets, expected = [], []
 
         def draw_set(seed):
-            args = self._draw_inputs(seed)
-            exp = self._run_reference(clone_args(args), seed)
+            args, out, is_seq = self._reference_result(seed)
+            exp = (out, is_seq)
             shared = self._share(args, slot=len(sets))
             del args
             sets.append(shared)
@@ -690,10 +730,9 @@ class Evaluation:
         """One timing set: fresh values into the set the candidate's process reads (its expected
         output computed first, from a private copy), then the candidate's own copy refilled from
         it must give the reference's answer for them."""
-        fresh = self._draw_inputs(seed)
+        fresh, exp, is_seq = self._reference_result(seed)
         if not self._same_layout(fresh, shared_set):
             return ""
-        exp, is_seq = self._run_reference(fresh, seed)
         for dst, src in zip(shared_set, fresh):
             if isinstance(dst, torch.Tensor):
                 dst.copy_(src)
@@ -803,9 +842,11 @@ class Evaluation:
         self.phase = "cleanup"
         if self.proc is not None:
             self.proc.close()
+        self.ans["reference_shared"] = self.ref_entry is not None and self.reference_runs == 0
         self.ref_model = None
         self.ref_mod = None
         self.init_inputs = None
+        self.ref_entry = None
         self.out_bufs = None
         self.slots = {}
         if self.arena is not None:
@@ -813,4 +854,4 @@ class Evaluation:
                 self.arena.close()
             except Exception:  # noqa: BLE001
                 self.ans["sticky_cuda_error"] = True
-        self.w.after_evaluation(self.dir, self.files)
+        self.w.after_evaluation(self.dir, self.files, keep=self.w.references.module_names())

@@ -19,6 +19,7 @@ import traceback
 
 from .common import (BudgetExceeded, CandidateError, memory_limit_bytes, now, rss_mb,
                      sanitize, truncate, zero_stats)
+from .reference_store import ReferenceStore
 
 SPARES = 2  # candidate processes kept starting up ahead of their candidates
 SPARE_READY_S = 600.0  # a spare's own deadline for its hello, until an evaluation takes it
@@ -41,6 +42,7 @@ class Worker:
         self.torch_version = ""
         self.zygote = None
         self.spares = []  # the next candidates' processes, started ahead (start_spare)
+        self.references = ReferenceStore()  # the reference's work, shared across candidates
         self._start_torch()
 
     def _start_torch(self):
@@ -127,8 +129,9 @@ class Worker:
         files.append(path)
         return exec_module(source, path, "kbrl_%s_%d_%d" % (kind, os.getpid(), number))
 
-    def after_evaluation(self, folder, files):
-        for name in [n for n in sys.modules if n.startswith("kbrl_reference_")]:
+    def after_evaluation(self, folder, files, keep=()):
+        for name in [n for n in sys.modules
+                     if n.startswith("kbrl_reference_") and n not in keep]:
             mod = sys.modules.pop(name, None)
             if mod is not None:
                 try:

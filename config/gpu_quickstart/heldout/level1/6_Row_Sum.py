@@ -1,0 +1,20 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Sums each row (dim 1)."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.sum(x, dim=1)
+
+
+def get_inputs():
+    return [torch.randn(2048, 2048)]
+
+
+def get_init_inputs():
+    return []

@@ -32,7 +32,7 @@ fi
 heldout() { # NAME [--adapter DIR]
   local name=$1; shift
   $bin/kbrl-eval --model $qs/policy "$@" --prompt-style episode --config $qs/run.toml \
-    --kernelbench $qs/heldout --backend cuda --gpu 0 --builders "$builders" --samples 8 \
+    --kernelbench $qs/heldout --levels 1 --backend cuda --gpu 0 --builders "$builders" --samples 8 \
     --temperature 1.0 --max-new-tokens 768 --trials 2 --perf-trials 20 --output "$out/$name" \
     eval.cache_dir=$cache > "$out/$name.log" 2>&1
   echo "$name: exit $?"; grep -E "pass@1|fast_1" "$out/$name.log" | head -4

@@ -3,8 +3,7 @@
 Every answer is a real CUDA kernel built with torch.utils.cpp_extension.load_inline. Per problem:
 a fast one (one fused kernel; a float4 one too for the element-wise problems), a slow but correct
 one (one block for the whole tensor, or one thread per row), one with the wrong arithmetic
-(incorrect), one that does not build (compile) or fails when called (runtime), and one without
-its closing tag (format). RL starts from this mix; the reward (correctness and speed) moves the
+(incorrect), one that does not build (compile), and one without its closing tag (format). RL starts from this mix; the reward (correctness and speed) moves the
 policy toward the fast ones. The labels are checked against the real evaluator on a GPU
 (tools/gpu_checks.sh gpuquickstart).
 
@@ -123,7 +122,8 @@ def elementwise_answers(problem, spec):
         ("incorrect", answer("One thread per element %s." % what,
                              prog(elementwise_source(fn, inputs, wrong)))),
         ("compile", answer("One thread per element %s." % what, prog(broken))),
-        ("runtime", answer("One thread per element, reading the inputs as doubles.",
+        # the kernel takes floats: passing double* does not build
+        ("compile", answer("One thread per element, reading the inputs as doubles.",
                            prog(elementwise_source(fn, inputs, expr, ptr_type="double")))),
         ("format", answer("One thread per element %s." % what,
                           prog(elementwise_source(fn, inputs, expr)), closed=False)),
@@ -317,7 +317,7 @@ def reduction_answers():
                            softmax_prog(row_softmax(fast=False)))),
         ("incorrect", answer("One block per row: the max, then the exponentials.",
                              softmax_prog(row_softmax(divide=False)))),
-        ("runtime", answer("One block per row, reading the input as doubles.",
+        ("compile", answer("One block per row, reading the input as doubles.",
                            softmax_prog(row_softmax(ptr_type="double")))),
         ("format", answer("One block per row with shared-memory reductions.",
                           softmax_prog(row_softmax()), closed=False)),
@@ -349,7 +349,8 @@ def reduction_answers():
                            mm_prog(matmul(tiled=False)))),
         ("incorrect", answer("One thread per output element reads its row and column.",
                              mm_prog(matmul(tiled=False, wrong=True)))),
-        ("compile", answer("16x16 tiles in shared memory.", mm_prog(matmul(broken=True)))),
+        # `dim3 grid = (x, y)` is the comma operator: a one-dimensional grid, half the output
+        ("incorrect", answer("16x16 tiles in shared memory.", mm_prog(matmul(broken=True)))),
         ("format", answer("16x16 tiles in shared memory.", mm_prog(matmul()), closed=False)),
     ]
     return out

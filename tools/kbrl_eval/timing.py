@@ -19,16 +19,20 @@ def flush_buffer(device, l2_bytes):
 
 
 def timed_loop(call, arg_sets, trials, flush, on_trial=None, event=None, synchronize=None,
-               perf_counter=time.perf_counter):
+               perf_counter=time.perf_counter, before_trial=None):
     """ms of every trial, the DISCARD_FIRST first included. flush is None on the CPU. on_trial
-    (trial, set index, output) runs after each trial's timing. The candidate's process passes
-    the event class and synchronize it captured before any candidate code ran."""
+    (trial, set index, output) runs after each trial's timing, before_trial() before it starts:
+    neither is timed (the candidate's process restores torch's flags there, work the
+    reference's loop does not have). The candidate's process passes the event class and
+    synchronize it captured before any candidate code ran."""
     event = event or torch.cuda.Event
     synchronize = synchronize or torch.cuda.synchronize
     k = len(arg_sets)
     times = []
     for t in range(trials + DISCARD_FIRST):
         args = arg_sets[t % k]
+        if before_trial is not None:
+            before_trial()
         if flush is not None:
             synchronize()
             cudart.reset_persisting_l2()

@@ -53,7 +53,7 @@ fi
 if want after; then
   stamp "4. held-out problems, the trained policy"
   ckpt=$(ls -d "$out"/runs/gpu-quickstart/learner/checkpoints/step-* 2>/dev/null | tail -1)
-  if [ -n "$ckpt" ]; then heldout after --adapter "$ckpt"; else echo "after: no checkpoint"; fi
+  if [ -n "$ckpt" ]; then heldout after --adapter "$ckpt/adapter"; else echo "after: no checkpoint"; fi
 fi
 
 if want summary; then

@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> gpus_text;
   bool list_nodes = false;
   app.add_option("--role", launch.roles,
-                 "Role(s) of this node: learner, sampler, evaluator or all (comma-separated)")
+                 "Role(s) of this node: learner, sampler, evaluator, all (the three), or builder (a CPU machine that builds for the evaluators); comma-separated")
     ->delimiter(',')->allow_extra_args(false);
   app.add_option("--gpu", gpus_text, "CUDA device indices this node uses, e.g. 0 or 0,1")
     ->delimiter(',')->allow_extra_args(false);

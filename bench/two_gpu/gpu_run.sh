@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Issue 19's run over two processes on one two-GPU host (nvidia-h100-x2): a TLS manifest
+# (tools/make-certs.sh), the coordinator node "head" with the learner and a sampler on GPU 0, an
+# evaluator node "ev" on GPU 1 with CPU builders; the GPU quickstart's workload.
+#
+#   bash bench/two_gpu/gpu_run.sh OUT [STAGES]
+#
+# STAGES (default "kill scale"):
+#   kill   kill -9 of the evaluator node in the middle of a step, restarted 5 s later; the run
+#          goes on, and check_run.py says whether traces.jsonl and metrics.jsonl hold every step
+#          exactly once;
+#   scale  the same workload with the evaluator node on GPU 1 only, then on GPUs 0 and 1 (two
+#          evaluators): step wall time and evaluated candidates per minute, from metrics.jsonl.
+# KBRL_CPU=1 runs the same on the CPU with the CPU quickstart (to try the script anywhere).
+# Build first (bash .gpu/build.sh on the GPU machine); KBRL_BIN names the build folder.
+set -uo pipefail
+out=$(mkdir -p "$1" && cd "$1" && pwd)
+stages=" ${2:-kill scale} "
+bin=${KBRL_BIN:-build-gpu}
+if [ "${KBRL_CPU:-0}" = 1 ]; then
+  cfg=config/quickstart/run.toml; run_name=quickstart; head_gpus="[]"; ev_gpus="[]"
+  head_args=(); one_ev=(); two_ev=(); steps=${KBRL_STEPS:-6}; b=4; g=8
+else
+  cfg=config/gpu_quickstart/run.toml; run_name=gpu-quickstart; head_gpus="[0]"; ev_gpus="[0, 1]"
+  head_args=(--gpu 0); one_ev=(--gpu 1); two_ev=(--gpu 0,1); steps=${KBRL_STEPS:-8}; b=2; g=8
+fi
+cache=$out/cache
+port=$((20000 + RANDOM % 20000))
+stamp() { echo "[$(date +%H:%M:%S)] $*"; }
+
+bash tools/make-certs.sh "$out/certs" head ev > /dev/null
+cat > "$out/cluster.toml" <<TOML
+[cluster]
+name = "two-gpu"
+coordinator = "head"
+heartbeat_interval_s = 0.5
+node_timeout_s = 5.0
+
+[security]
+ca_file = "$out/certs/ca.pem"
+
+[shell]
+certificate = "$out/certs/shell.pem"
+key = "$out/certs/shell.key"
+
+[[node]]
+name = "head"
+host = "127.0.0.1"
+port = $port
+roles = ["learner", "sampler"]
+gpus = $head_gpus
+certificate = "$out/certs/head.pem"
+key = "$out/certs/head.key"
+
+[[node]]
+name = "ev"
+host = "127.0.0.1"
+port = $((port + 1))
+roles = ["evaluator"]
+gpus = $ev_gpus
+certificate = "$out/certs/ev.pem"
+key = "$out/certs/ev.key"
+TOML
+
+ev_pid=""
+start_ev() { # NAME INCARNATION GPU-ARGS...
+  local name=$1 n=$2; shift 2
+  $bin/kbrl-node --role evaluator "$@" --manifest "$out/cluster.toml" --node ev --config $cfg \
+    run.dir="$out/$name-ev" eval.cache_dir="$cache" eval.build_workers=12 \
+    > "$out/$name.ev.$n.log" 2>&1 &
+  ev_pid=$!
+}
+
+# run NAME KILL_AT_STEP(0: none) EV-GPU-ARGS...: one RL run; its record checked.
+run() {
+  local name=$1 kill_at=$2; shift 2
+  stamp "$name: evaluator node ${*:-on the CPU}, $steps steps of $b x $g"
+  start_ev "$name" 0 "$@"
+  local start=$(date +%s)
+  $bin/kbrl-node --role learner,sampler "${head_args[@]}" --manifest "$out/cluster.toml" \
+    --node head --config $cfg run.dir="$out/$name" rl.steps=$steps rl.problems_per_step=$b \
+    rl.group_size=$g eval.cache_dir="$cache" > "$out/$name.head.log" 2>&1 &
+  local head_pid=$!
+  if [ "$kill_at" -gt 0 ]; then
+    until grep -q "step $kill_at/$steps started" "$out/$name.head.log" || ! kill -0 $head_pid 2>/dev/null; do
+      sleep 0.5; done
+    sleep 3  # in the middle of the step: its candidates are with the evaluator
+    stamp "$name: kill -9 of the evaluator node (pid $ev_pid) during step $kill_at"
+    kill -9 $ev_pid
+    sleep 5
+    stamp "$name: the evaluator node starts again"
+    start_ev "$name" 1 "$@"
+  fi
+  wait $head_pid; local rc=$?
+  stamp "$name: head exit $rc after $(( $(date +%s) - start )) s"
+  kill $ev_pid 2>/dev/null; wait $ev_pid 2>/dev/null
+  grep -E "lost|rejoin|joined|sent again|retry" "$out/$name.head.log" | head -8
+  python3 bench/two_gpu/check_run.py "$out/$name/$run_name" $steps $b $g
+}
+
+summary() { # NAME: step wall and evaluation throughput from metrics.jsonl
+  python3 - "$out/$1/$run_name/metrics.jsonl" "$1" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+rows = [r for r in rows if "rate/correct" in r]
+later = rows[1:] or rows  # the first step builds most sources
+wall = sum(r.get("time/total", 0) for r in later)
+ev = sum(r.get("step_timeline/evaluating_wall_s", 0) for r in later)
+n = sum(r.get("episodes", 0) for r in later)
+print("%s: steps 2-%d: %.1f s a step, evaluating %.1f s a step (%.1f candidates a minute), "
+      "evaluator busy %.2f" % (sys.argv[2], len(rows), wall / len(later), ev / len(later),
+                                 60.0 * n / ev if ev > 0 else 0.0,
+                                 sum(r.get("step_timeline/evaluator_busy", 0) for r in later)
+                                 / len(later)))
+PY
+}
+
+if [[ "$stages" == *" kill "* ]]; then run kill 3 "${one_ev[@]}"; fi
+if [[ "$stages" == *" scale "* ]]; then
+  run one 0 "${one_ev[@]}"; summary one
+  run two 0 "${two_ev[@]}"; summary two
+fi

@@ -288,9 +288,10 @@ class Evaluation:
         self.ans["reference_seconds"] += now() - t0
         self.reference_runs += 1
         if store.enabled():
-            self.ref_entry = ReferenceEntry(key, mod, self.ref_model, self.init_inputs,
-                                            self._inputs_on_device)
-            store.put(self.ref_entry)
+            entry = ReferenceEntry(key, mod, self.ref_model, self.init_inputs,
+                                   self._inputs_on_device)
+            if store.put(entry):
+                self.ref_entry = entry
 
     def _reference_result(self, seed):
         """(pristine inputs, expected outputs, is_seq) of the trial with this seed: from the

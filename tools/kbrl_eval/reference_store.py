@@ -45,7 +45,9 @@ class ReferenceEntry:
         self.init_inputs = init_inputs
         self.inputs_on_device = inputs_on_device
         self.results = {}
-        self.bytes = 0
+        # the model's weights count too: one kept per problem would add up over a run
+        state = model.state_dict().values() if hasattr(model, "state_dict") else []
+        self.bytes = _tensor_bytes(list(state)) + _tensor_bytes(list(init_inputs or []))
 
     def result(self, seed):
         return self.results.get(seed)
@@ -71,9 +73,13 @@ class ReferenceStore:
         return entry
 
     def put(self, entry):
+        """Keeps the entry when its model fits the budget (after evicting older entries)."""
         self._entries.pop(entry.key, None)
+        if entry.bytes > self.budget_bytes:
+            return False
         self._entries[entry.key] = entry
         self._evict(keep=entry.key)
+        return entry.key in self._entries
 
     def add_result(self, entry, seed, result):
         """Keeps a trial's result when it fits the budget (after evicting older entries)."""
@@ -102,6 +108,7 @@ class ReferenceStore:
                 entry = self._entries[oldest]
                 # the entry being filled is the only one left: drop its oldest results
                 if not entry.results:
+                    del self._entries[oldest]
                     break
                 seed = next(iter(entry.results))
                 dropped = entry.results.pop(seed)

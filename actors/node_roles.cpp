@@ -48,9 +48,10 @@ build_service_actor spawn_build_service(node_pointer self, const actor_stats& st
   const bool has_arch = std::any_of(opts.worker.extra_env.begin(), opts.worker.extra_env.end(),
                                     [](auto& e) { return e.rfind("TORCH_CUDA_ARCH_LIST=", 0) == 0; });
   if (!has_arch)
-    spdlog::warn("{}: no GPU here and eval.cuda_arch_list is \"auto\": CUDA builds will not "
-                 "match the evaluator nodes' and they will build again; set eval.cuda_arch_list "
-                 "to their GPUs' (e.g. \"9.0\" for H100 and H200)",
+    spdlog::warn("{}: eval.cuda_arch_list names no GPU architecture here (\"auto\" finds none "
+                 "on a machine without GPUs): CUDA builds will not match the evaluator nodes' "
+                 "and they will build again; set it to their GPUs' (e.g. \"9.0\" for H100 and "
+                 "H200)",
                  stats.name);
   auto builders = s.eval_supervision.build_workers;
   if (builders == 0)

@@ -5,17 +5,20 @@
 #
 #   bash bench/two_gpu/gpu_run.sh OUT [STAGES]
 #
-# STAGES (default "kill scale"):
+# STAGES (default "kill scale modes"):
 #   kill   kill -9 of the evaluator node in the middle of a step, restarted 5 s later; the run
 #          goes on, and check_run.py says whether traces.jsonl and metrics.jsonl hold every step
 #          exactly once;
 #   scale  the same workload with the evaluator node on GPU 1 only, then on GPUs 0 and 1 (two
-#          evaluators): step wall time and evaluated candidates per minute, from metrics.jsonl.
+#          evaluators): step wall time and evaluated candidates per minute, from metrics.jsonl;
+#   modes  rl.mode sync, then async (rl.max_staleness 1), with KBRL_MODES_ARGS added to both
+#          (on a GPU, overrides that make sampling as heavy as evaluation, e.g. a larger
+#          sampler.model and rl.max_new_tokens): wall per step and each stage's busy share.
 # KBRL_CPU=1 runs the same on the CPU with the CPU quickstart (to try the script anywhere).
 # Build first (bash .gpu/build.sh on the GPU machine); KBRL_BIN names the build folder.
 set -uo pipefail
 out=$(mkdir -p "$1" && cd "$1" && pwd)
-stages=" ${2:-kill scale} "
+stages=" ${2:-kill scale modes} "
 bin=${KBRL_BIN:-build-gpu}
 if [ "${KBRL_CPU:-0}" = 1 ]; then
   cfg=config/quickstart/run.toml; run_name=quickstart; head_gpus="[]"; ev_gpus="[]"
@@ -63,6 +66,7 @@ key = "$out/certs/ev.key"
 TOML
 
 ev_pid=""
+head_extra=()  # overrides for the head node of the next run (the modes stage)
 start_ev() { # NAME INCARNATION GPU-ARGS...
   local name=$1 n=$2; shift 2
   $bin/kbrl-node --role evaluator "$@" --manifest "$out/cluster.toml" --node ev --config $cfg \
@@ -79,7 +83,7 @@ run() {
   local start=$(date +%s)
   $bin/kbrl-node --role learner,sampler "${head_args[@]}" --manifest "$out/cluster.toml" \
     --node head --config $cfg run.dir="$out/$name" rl.steps=$steps rl.problems_per_step=$b \
-    rl.group_size=$g eval.cache_dir="$cache" > "$out/$name.head.log" 2>&1 &
+    rl.group_size=$g eval.cache_dir="$cache" "${head_extra[@]}" > "$out/$name.head.log" 2>&1 &
   local head_pid=$!
   if [ "$kill_at" -gt 0 ]; then
     until grep -q "step $kill_at/$steps started" "$out/$name.head.log" || ! kill -0 $head_pid 2>/dev/null; do
@@ -107,11 +111,12 @@ later = rows[1:] or rows  # the first step builds most sources
 wall = sum(r.get("time/total", 0) for r in later)
 ev = sum(r.get("step_timeline/evaluating_wall_s", 0) for r in later)
 n = sum(r.get("episodes", 0) for r in later)
+def busy(stage):
+    return sum(r.get("step_timeline/%s_busy" % stage, 0) for r in later) / len(later)
 print("%s: steps 2-%d: %.1f s a step, evaluating %.1f s a step (%.1f candidates a minute), "
-      "evaluator busy %.2f" % (sys.argv[2], len(rows), wall / len(later), ev / len(later),
-                                 60.0 * n / ev if ev > 0 else 0.0,
-                                 sum(r.get("step_timeline/evaluator_busy", 0) for r in later)
-                                 / len(later)))
+      "busy: sampler %.2f, evaluator %.2f, learner %.2f" % (
+          sys.argv[2], len(rows), wall / len(later), ev / len(later),
+          60.0 * n / ev if ev > 0 else 0.0, busy("sampler"), busy("evaluator"), busy("learner")))
 PY
 }
 
@@ -119,4 +124,11 @@ if [[ "$stages" == *" kill "* ]]; then run kill 3 "${one_ev[@]}"; fi
 if [[ "$stages" == *" scale "* ]]; then
   run one 0 "${one_ev[@]}"; summary one
   run two 0 "${two_ev[@]}"; summary two
+fi
+if [[ "$stages" == *" modes "* ]]; then
+  read -r -a modes_args <<< "${KBRL_MODES_ARGS:-}"
+  head_extra=(rl.mode=sync "${modes_args[@]}"); run sync 0 "${one_ev[@]}"; summary sync
+  head_extra=(rl.mode=async rl.max_staleness=1 "${modes_args[@]}"); run async 0 "${one_ev[@]}"
+  summary async
+  head_extra=()
 fi

@@ -113,10 +113,11 @@ ev = sum(r.get("step_timeline/evaluating_wall_s", 0) for r in later)
 n = sum(r.get("episodes", 0) for r in later)
 def busy(stage):
     return sum(r.get("step_timeline/%s_busy" % stage, 0) for r in later) / len(later)
-print("%s: steps 2-%d: %.1f s a step, evaluating %.1f s a step (%.1f candidates a minute), "
-      "busy: sampler %.2f, evaluator %.2f, learner %.2f" % (
-          sys.argv[2], len(rows), wall / len(later), ev / len(later),
-          60.0 * n / ev if ev > 0 else 0.0, busy("sampler"), busy("evaluator"), busy("learner")))
+# candidates a minute of wall time: in async mode the steps' evaluation windows overlap
+print("%s: steps 2-%d: %.1f s a step, %.1f candidates evaluated a minute, evaluating %.1f s a "
+      "step, busy: sampler %.2f, evaluator %.2f, learner %.2f" % (
+          sys.argv[2], len(rows), wall / len(later), 60.0 * n / wall if wall > 0 else 0.0,
+          ev / len(later), busy("sampler"), busy("evaluator"), busy("learner")))
 PY
 }
 

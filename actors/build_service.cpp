@@ -11,19 +11,9 @@ namespace {
 
 using self_ptr = build_service_pointer;
 
-void start_builder(self_ptr self, builder_slot& slot) {
+void start(self_ptr self, builder_slot& slot) {
   auto& st = self->state;
-  actor_stats stats;
-  stats.name = slot.name;
-  stats.role = "builder";
-  stats.node = st.stats.node;
-  stats.restarts = slot.restarts;
-  auto opts = st.engine;
-  opts.worker.scratch_dir += "/" + slot.name.substr(slot.name.find('/') + 1);
-  slot.handle = st.spawn_builder(self, stats, opts);
-  self->monitor(slot.handle);
-  (*st.live_builders)[slot.name] = slot.handle.address();
-  slot.busy = false;
+  start_builder(self, slot, st.stats.node, st.engine, st.spawn_builder, *st.live_builders);
 }
 
 /// The answer to one request: its own copy of the verdict and, when it built, the files.
@@ -93,8 +83,7 @@ void dispatch(self_ptr self) {
       .then(
         [self, key, free_slot](eval_result& res) {
           free_slot();
-          bool usable = res.error != eval_error::timeout && res.error != eval_error::crashed
-                        && res.error != eval_error::infrastructure;
+          bool usable = eval::build_verdict_usable(res);
           spdlog::info("{}: built {} in {:.1f} s ({})", self->state.stats.name, key,
                        res.compile_seconds,
                        res.compiled ? "ok" : std::string(to_string(res.error)));
@@ -142,17 +131,13 @@ build_service_actor::behavior_type build_service(build_service_pointer self, act
     builder_slot slot;
     slot.name = actor_name(st.stats.node, "builder", static_cast<int>(i));
     st.builders.push_back(std::move(slot));
-    start_builder(self, st.builders.back());
+    start(self, st.builders.back());
   }
   self->set_down_handler([self](const caf::down_msg& msg) {
-    for (auto& b : self->state.builders)
-      if (b.handle && b.handle.address() == msg.source) {
-        b.last_error = self->system().render(msg.reason);
-        ++b.restarts;
-        spdlog::warn("{} stopped ({}); starting a fresh one", b.name, b.last_error);
-        start_builder(self, b);
-        return dispatch(self);
-      }
+    if (auto* b = lost_builder(self->state.builders, msg, self->system().render(msg.reason))) {
+      start(self, *b);
+      dispatch(self);
+    }
   });
   // Builders are detached actors with their own threads: stop them with the service.
   self->attach_functor([live = st.live_builders](const caf::error&) {

@@ -47,4 +47,16 @@ builder_actor::behavior_type builder(builder_pointer self, actor_stats stats,
   };
 }
 
+builder_slot* lost_builder(std::vector<builder_slot>& slots, const caf::down_msg& msg,
+                           const std::string& reason) {
+  for (auto& b : slots)
+    if (b.handle && b.handle.address() == msg.source) {
+      b.last_error = reason;
+      ++b.restarts;
+      spdlog::warn("{} stopped ({}); starting a fresh one", b.name, b.last_error);
+      return &b;
+    }
+  return nullptr;
+}
+
 } // namespace kbrl

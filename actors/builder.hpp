@@ -14,7 +14,10 @@
 
 #include <caf/typed_event_based_actor.hpp>
 
+#include <map>
 #include <memory>
+#include <string>
+#include <vector>
 
 namespace kbrl {
 
@@ -36,6 +39,31 @@ struct builder_slot {
   uint64_t restarts = 0;
   std::string last_error;
 };
+
+/// Starts (or restarts) the builder of `slot` for its owner (an evaluator supervisor or a build
+/// service) on `node`: its own scratch folder below the template's, monitored by the owner, and
+/// its address in `live`, the owner's list for stopping its workers when it ends.
+/// `spawn(owner, stats, engine options)` spawns it (tests pass doubles).
+template <class Owner, class Spawn>
+void start_builder(Owner* owner, builder_slot& slot, const std::string& node,
+                   eval::engine_options engine, const Spawn& spawn,
+                   std::map<std::string, caf::actor_addr>& live) {
+  actor_stats stats;
+  stats.name = slot.name;
+  stats.role = "builder";
+  stats.node = node;
+  stats.restarts = slot.restarts;
+  engine.worker.scratch_dir += "/" + slot.name.substr(slot.name.find('/') + 1);
+  slot.handle = spawn(owner, stats, engine);
+  owner->monitor(slot.handle);
+  live[slot.name] = slot.handle.address();
+  slot.busy = false;
+}
+
+/// The slot whose builder the down message is from, with the loss recorded (its reason, one
+/// more restart) and logged; null when it is from none of them. The owner starts it again.
+builder_slot* lost_builder(std::vector<builder_slot>& slots, const caf::down_msg& msg,
+                           const std::string& reason);
 
 /// Spawn with sys.spawn<caf::detached>(builder, stats, engine options with gpu = -1).
 builder_actor::behavior_type builder(builder_pointer self, actor_stats stats,

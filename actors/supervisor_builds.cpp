@@ -9,11 +9,6 @@ namespace kbrl::supervision {
 
 namespace {
 
-bool usable_verdict(const eval_result& res) {
-  return res.error != eval_error::timeout && res.error != eval_error::crashed
-         && res.error != eval_error::infrastructure;
-}
-
 /// A build ended: release its requests to the GPUs, or answer them all with its failure.
 void finish_build(self_ptr self, const std::string& key, eval_result res, bool usable) {
   auto& st = self->state;
@@ -43,7 +38,7 @@ void build_locally(self_ptr self, builder_slot& slot, const std::string& key,
     .then(
       [self, key, name](eval_result& res) {
         builder_free(self, name);
-        bool usable = usable_verdict(res);
+        bool usable = eval::build_verdict_usable(res);
         finish_build(self, key, std::move(res), usable);
         dispatch_builds(self);
       },
@@ -87,7 +82,7 @@ void build_remotely(self_ptr self, remote_builds& service, const std::string& ke
       [self, key, name, source](build_output& out) {
         if (auto* s = service_named(self, name); s != nullptr && s->in_flight > 0)
           --s->in_flight;
-        bool usable = usable_verdict(out.verdict) && install(self, *source, out);
+        bool usable = eval::build_verdict_usable(out.verdict) && install(self, *source, out);
         finish_build(self, key, std::move(out.verdict), usable);
         dispatch_builds(self);
       },
@@ -105,17 +100,8 @@ void build_remotely(self_ptr self, remote_builds& service, const std::string& ke
 
 void spawn_builder(self_ptr self, builder_slot& slot) {
   auto& st = self->state;
-  actor_stats stats;
-  stats.name = slot.name;
-  stats.role = "builder";
-  stats.node = st.stats.node;
-  stats.restarts = slot.restarts;
-  auto opts = st.builder_engine;
-  opts.worker.scratch_dir += "/" + slot.name.substr(slot.name.find('/') + 1);
-  slot.handle = st.workers.builder(self, stats, opts);
-  self->monitor(slot.handle);
-  (*st.live_workers)[slot.name] = slot.handle.address();
-  slot.busy = false;
+  start_builder(self, slot, st.stats.node, st.builder_engine, st.workers.builder,
+                *st.live_workers);
 }
 
 void dispatch_builds(self_ptr self) {
@@ -157,16 +143,12 @@ void admit(self_ptr self, pending_evaluation item) {
 }
 
 bool builder_down(self_ptr self, const caf::down_msg& msg) {
-  for (auto& b : self->state.builders)
-    if (b.handle && b.handle.address() == msg.source) {
-      b.last_error = self->system().render(msg.reason);
-      ++b.restarts;
-      spdlog::warn("{} stopped ({}); starting a fresh one", b.name, b.last_error);
-      spawn_builder(self, b);
-      dispatch_builds(self);
-      return true;
-    }
-  return false;
+  auto* b = lost_builder(self->state.builders, msg, self->system().render(msg.reason));
+  if (b == nullptr)
+    return false;
+  spawn_builder(self, *b);
+  dispatch_builds(self);
+  return true;
 }
 
 void use_build_services(self_ptr self, const membership_view& view) {

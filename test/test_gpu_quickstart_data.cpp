@@ -15,6 +15,7 @@
 #include "runtime/tokenizer/tokenizer.hpp"
 #include "runtime/warmstart/solutions.hpp"
 #include "runtime/warmstart/warm_start.hpp"
+#include "greedy_answers.hpp"
 #include "test_support.hpp"
 
 #include <boost/test/unit_test.hpp>
@@ -101,24 +102,9 @@ BOOST_AUTO_TEST_CASE(the_shipped_policy_answers_with_cuda_programs) {
   auto problems = problems_in("problems");
   for (auto& p : problems_in("heldout"))
     problems.push_back(p);
-  model::generation_engine_options go;
-  go.slots = static_cast<int64_t>(problems.size());
-  go.max_sequence_length = cfg.get_int("sampler.max_seq_len");
-  auto engine = model::generation_engine::create(*model, *tok, go);
-  BOOST_REQUIRE_MESSAGE(engine, test::why(engine));
-  std::vector<generation_request> requests;
-  for (auto& p : problems) {
-    auto ids = episode::prompt_tokens(p, {}, *prompts, *tok, *chat);
-    BOOST_REQUIRE_MESSAGE(ids, test::why(ids));
-    generation_request req;
-    req.id = requests.size() + 1;
-    req.prompt_tokens = *ids;
-    req.params.temperature = 0;
-    req.params.max_new_tokens = cfg.get_int("rl.max_new_tokens");
-    requests.push_back(std::move(req));
-  }
-  auto out = engine->generate(std::move(requests));
-  BOOST_REQUIRE_EQUAL(out.size(), problems.size());
+  auto out = test::greedy_answers(*model, *tok, *chat, *prompts, problems,
+                                  cfg.get_int("sampler.max_seq_len"),
+                                  static_cast<int32_t>(cfg.get_int("rl.max_new_tokens")));
   size_t cuda = 0;
   for (size_t i = 0; i < out.size(); ++i) {
     auto answer = episode::parse_answer(out[i].completion_text, prompts->format);

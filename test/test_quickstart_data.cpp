@@ -14,6 +14,7 @@
 #include "runtime/tokenizer/tokenizer.hpp"
 #include "runtime/warmstart/solutions.hpp"
 #include "runtime/warmstart/warm_start.hpp"
+#include "greedy_answers.hpp"
 #include "test_support.hpp"
 
 #include <boost/test/unit_test.hpp>
@@ -170,22 +171,7 @@ BOOST_AUTO_TEST_CASE(the_shipped_policy_loads_and_answers_a_real_prompt) {
 
   // Greedy answers to every problem's real prompt: the policy learned the answer format (most
   // parse into a ModelNew program; greedy may pick a wrong branch, e.g. the unclosed tag).
-  model::generation_engine_options go;
-  go.slots = static_cast<int64_t>(problems.size());
-  go.max_sequence_length = 1024;
-  auto engine = model::generation_engine::create(*model, *tok, go);
-  BOOST_REQUIRE_MESSAGE(engine, test::why(engine));
-  std::vector<generation_request> requests;
-  for (auto& p : problems) {
-    generation_request req;
-    req.id = requests.size() + 1;
-    req.prompt_tokens = *episode::prompt_tokens(p, {}, prompts, *tok, *chat);
-    req.params.temperature = 0;
-    req.params.max_new_tokens = 320;
-    requests.push_back(std::move(req));
-  }
-  auto out = engine->generate(std::move(requests));
-  BOOST_REQUIRE_EQUAL(out.size(), problems.size());
+  auto out = test::greedy_answers(*model, *tok, *chat, prompts, problems, 1024, 320);
   size_t parsed = 0;
   for (size_t i = 0; i < out.size(); ++i) {
     BOOST_CHECK_MESSAGE(out[i].finish == finish_reason::stop_token,

@@ -35,6 +35,14 @@ inline bool builds_ahead(kernel_backend b) {
 
 enum class build_route : uint8_t { to_gpus, answer_failure, waits_for_build };
 
+/// Whether a builder's verdict says something about the source (built, or a compile or
+/// static-check failure, ...), as opposed to the builder itself failing: a timeout, a crash or
+/// kbrl's own error, after which the GPUs build the candidate themselves (finish's `usable`).
+inline bool build_verdict_usable(const eval_result& res) {
+  return res.error != eval_error::timeout && res.error != eval_error::crashed
+         && res.error != eval_error::infrastructure;
+}
+
 template <class Item>
 class build_book {
 public:

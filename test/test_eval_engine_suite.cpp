@@ -20,6 +20,9 @@
 #include <memory>
 #include <sstream>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 using namespace kbrl;
 using namespace kbrl::eval;
 
@@ -440,6 +443,31 @@ BOOST_AUTO_TEST_CASE(a_build_made_in_another_folder_is_loaded_not_rebuilt) {
   // Paths from another node are refused unless they are a record or a library inside the folder.
   for (auto bad : {"../escape.so", "/tmp/abs.so", "x/../../y.so", "main.cpp", ""})
     BOOST_CHECK_MESSAGE(!install_build_files(here, {{bad, "x"}}), bad);
+}
+
+// A builder killed mid-build (its node lost, kill -9) leaves torch's `lock` file in the source's
+// build folder. With torch's own lock every later build of that source waited for the file to go
+// away, forever; kbrl's lock dies with its holder, so the next build goes ahead.
+BOOST_AUTO_TEST_CASE(a_lock_left_by_a_killed_build_does_not_block_the_next_build) {
+  auto req = request(data("candidates_runtime/relu_load_inline_cpu.py"), 1);
+  req.task.backend = kernel_backend::torch;
+  req.timing.timeout_s = 300;
+  req.timing.perf_trials = 0;
+  req.timing.measure_performance = false;
+  eval_engine engine{opts};
+  BOOST_REQUIRE(engine.start()); // the build cache is then its worker's user's
+  // torch builds extension NAME in TORCH_EXTENSIONS_DIR/NAME (the candidate's load_inline name)
+  const fs::path folder = fs::path(engine.build_dir_of(req.candidate_source)) / "kbrl_test_relu_cpu";
+  fs::create_directories(folder);
+  std::ofstream(folder / "lock") << "";
+  // Owned by the worker's user, as the killed builder's file would be.
+  struct stat cache{};
+  BOOST_REQUIRE_EQUAL(::stat(opts.worker.extensions_dir.c_str(), &cache), 0);
+  for (const auto& p : {folder.parent_path(), folder, folder / "lock"})
+    BOOST_REQUIRE_EQUAL(::chown(p.c_str(), cache.st_uid, cache.st_gid), 0);
+  auto res = engine.evaluate(req);
+  // Without it the build waits on the file until the time limit, a timeout verdict.
+  BOOST_CHECK_MESSAGE(res.correct, to_string(res.error) << ": " << res.error_excerpt);
 }
 
 BOOST_AUTO_TEST_CASE(reference_timings_are_reused_across_runs) {

@@ -139,7 +139,7 @@ BOOST_AUTO_TEST_CASE(example_manifest_loads) {
   const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   for (const char* key : {"name", "coordinator", "heartbeat_interval_s", "node_timeout_s",
                           "allow_insecure", "ca_file", "[shell]", "certificate", "key", "host",
-                          "port", "roles", "gpus"})
+                          "port", "roles", "gpus", "share_gpus"})
     BOOST_CHECK_MESSAGE(text.find(key) != std::string::npos, key);
 }
 
@@ -299,12 +299,55 @@ gpus = [0]
                     "cluster.toml:13: node[1].port: 127.0.0.1:4242 is already used by node[0] "
                     "\"a\" (127.0.0.1:4242)\n"
                     "cluster.toml:15: node[1].gpus[0]: GPU 1 on host \"127.0.0.1\" is already "
-                    "assigned to node[0] \"a\"\n"
+                    "assigned to node[0] \"a\" (set share_gpus = true on both nodes to share "
+                    "it)\n"
                     // localhost and 127.0.0.1 are one machine: one endpoint, one GPU 0
                     "cluster.toml:19: node[2].port: localhost:4242 is already used by node[0] "
                     "\"a\" (127.0.0.1:4242)\n"
                     "cluster.toml:21: node[2].gpus[0]: GPU 0 on host \"localhost\" is already "
-                    "assigned to node[0] \"a\"");
+                    "assigned to node[0] \"a\" (set share_gpus = true on both nodes to share "
+                    "it)");
+}
+
+// A small box: an evaluator node on both GPUs beside the learner's node on GPU 0. Sharing is
+// allowed only where every node listing the GPU says so.
+BOOST_AUTO_TEST_CASE(nodes_of_a_host_share_a_gpu_only_when_both_say_so) {
+  const std::string nodes = R"([cluster]
+name = "c"
+coordinator = "head"
+[[node]]
+name = "head"
+host = "127.0.0.1"
+port = 4242
+roles = ["learner", "sampler"]
+gpus = [0]
+share_gpus = true
+[[node]]
+name = "ev"
+host = "127.0.0.1"
+port = 4243
+roles = ["evaluator"]
+gpus = [0, 1]
+)";
+  auto shared = parse_manifest(nodes + "share_gpus = true\n", "cluster.toml");
+  BOOST_REQUIRE_MESSAGE(shared, why(shared));
+  BOOST_CHECK(shared->nodes[0].share_gpus && shared->nodes[1].share_gpus);
+  BOOST_CHECK(shared->nodes[1].gpus == (std::vector<int>{0, 1}));
+  // Written out and read back, the key survives.
+  auto again = parse_manifest(render_manifest(*shared), "cluster.toml");
+  BOOST_REQUIRE_MESSAGE(again, why(again));
+  BOOST_CHECK(again->nodes == shared->nodes);
+
+  BOOST_CHECK_EQUAL(parse_error(nodes),
+                    "cluster.toml:16: node[1].gpus[0]: GPU 0 on host \"127.0.0.1\" is already "
+                    "assigned to node[0] \"head\" (set share_gpus = true on both nodes to share "
+                    "it)");
+  // A malformed share_gpus is its own error, and the GPU then counts as not shared.
+  BOOST_CHECK_EQUAL(parse_error(nodes + "share_gpus = 1\n"),
+                    "cluster.toml:16: node[1].gpus[0]: GPU 0 on host \"127.0.0.1\" is already "
+                    "assigned to node[0] \"head\" (set share_gpus = true on both nodes to share "
+                    "it)\n"
+                    "cluster.toml:17: node[1].share_gpus: expected true or false, got 1");
 }
 
 BOOST_AUTO_TEST_CASE(same_gpu_index_on_different_hosts_is_fine) {

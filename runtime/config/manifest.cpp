@@ -365,7 +365,8 @@ void read_nodes(manifest_reader& r, const toml::table& root, cluster_manifest& m
   for (std::size_t i = 0; i < array.size(); ++i) {
     const toml::table& table = *array.get(i)->as_table();
     const std::string prefix = "node[" + std::to_string(i) + "]";
-    r.check_keys(table, prefix, {"name", "host", "port", "roles", "gpus", "certificate", "key"});
+    r.check_keys(table, prefix, {"name", "host", "port", "roles", "gpus", "share_gpus", "certificate",
+                                  "key"});
     node_spec spec;
 
     const toml::node* name = r.field(table, "name", prefix + ".name", true, name_expected);
@@ -402,6 +403,8 @@ void read_nodes(manifest_reader& r, const toml::table& root, cluster_manifest& m
     const toml::node* gpus = table.get("gpus");
     if (auto v = r.read_gpus(gpus, prefix + ".gpus"))
       spec.gpus = *v;
+    if (auto v = r.read_bool(table.get("share_gpus"), prefix + ".share_gpus"))
+      spec.share_gpus = *v;
 
     if (auto v = r.read_path(r.field(table, "certificate", prefix + ".certificate", tls,
                                      cert_expected),
@@ -443,11 +446,13 @@ void read_nodes(manifest_reader& r, const toml::table& root, cluster_manifest& m
           continue; // not a valid index: reported above
         const int index = static_cast<int>(element->get());
         auto [it, fresh] = host_gpus.emplace(std::pair{machine_of(spec.host), index}, i);
-        if (!fresh && it->second != i)
+        if (!fresh && it->second != i
+            && !(spec.share_gpus && m.nodes[it->second].share_gpus))
           r.errors.add(line_of(*element), prefix + ".gpus[" + std::to_string(g) + "]",
                        "GPU " + std::to_string(index) + " on host " + toml_quote(spec.host)
                          + " is already assigned to node[" + std::to_string(it->second) + "] "
-                         + toml_quote(m.nodes[it->second].name));
+                         + toml_quote(m.nodes[it->second].name)
+                         + " (set share_gpus = true on both nodes to share it)");
       }
     }
     if (!tls && !m.security.allow_insecure && !spec.host.empty()
@@ -493,7 +498,7 @@ const node_spec& cluster_manifest::coordinator_node() const {
 
 bool operator==(const node_spec& a, const node_spec& b) {
   return a.name == b.name && a.host == b.host && a.port == b.port && a.roles == b.roles
-         && a.gpus == b.gpus && a.certificate == b.certificate && a.key == b.key;
+         && a.gpus == b.gpus && a.share_gpus == b.share_gpus && a.certificate == b.certificate && a.key == b.key;
 }
 
 bool operator!=(const node_spec& a, const node_spec& b) {
@@ -613,6 +618,8 @@ std::string render_manifest(const cluster_manifest& m) {
         << "port = " << node.port << "\n"
         << "roles = " << string_array(node.roles) << "\n"
         << "gpus = " << int_array(node.gpus) << "\n";
+    if (node.share_gpus)
+      out << "share_gpus = true\n";
     if (!node.certificate.empty())
       out << "certificate = " << toml_quote(node.certificate) << "\n";
     if (!node.key.empty())

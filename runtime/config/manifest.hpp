@@ -14,7 +14,8 @@
 
 namespace kbrl::config {
 
-/// The role names a [[node]] may list: "learner", "sampler", "evaluator", and "all" (every role).
+/// The role names a [[node]] may list: "learner", "sampler", "evaluator", "builder", and "all"
+/// (every role but builder).
 const std::vector<std::string>& known_roles();
 
 /// One [[node]] of the manifest: a kbrl-node process.
@@ -28,8 +29,11 @@ struct node_spec {
   /// Roles the node runs, each one of known_roles(); non-empty. Required.
   std::vector<std::string> roles;
   /// CUDA device indices (>= 0, distinct) this node may use; a (host, index) pair belongs to one
-  /// node only. Default: none.
+  /// node only, unless every node listing it sets share_gpus. Default: none.
   std::vector<int> gpus;
+  /// True: this node's GPUs may also be listed by other nodes of its host that set it too (on a
+  /// small box, an evaluator node beside the learner's GPU). Default: false.
+  bool share_gpus = false;
   /// This node's certificate (PEM), as an absolute path. Required when TLS is on, else may be
   /// empty.
   std::string certificate;

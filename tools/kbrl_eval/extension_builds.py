@@ -1,7 +1,8 @@
 """Extension builds: lets a process load an extension that another process already built into
-the same folder (or a builder node built elsewhere), and compiles the C++ half of load_inline builds with a precompiled
-torch/extension.h. Installed into torch.utils.cpp_extension in every process that builds or loads
-candidates (the zygote, hence every candidate process)."""
+the same folder (or a builder node built elsewhere), compiles the C++ half of load_inline builds
+with a precompiled torch/extension.h, and makes a build folder's lock die with its holder.
+Installed into torch.utils.cpp_extension in every process that builds or loads candidates (a
+candidate process, forked from the zygote)."""
 
 import os
 import shlex
@@ -45,6 +46,53 @@ def install_build_reuse(cpp_extension):
 
     jit_compile._kbrl_build_reuse = True
     cpp_extension._jit_compile = jit_compile
+
+
+class FlockBaton:
+    """torch's FileBaton (a build folder's `lock`), held with flock instead of by the file's
+    existence. torch's baton is a file created with O_EXCL and removed when the build ends: a
+    builder killed mid-build (its node lost, its time limit hit) leaves the file behind, and every
+    later build of that source waits for it forever. A flock is released by the kernel when its
+    holder dies, so the next build of the source takes the lock and builds (ninja redoes the
+    steps the dead build did not finish). The file itself stays."""
+
+    def __init__(self, lock_file_path, wait_seconds=0.1, *args, **kwargs):  # torch's signature
+        self.lock_file_path = lock_file_path
+        self.fd = None
+
+    def _open(self):
+        return os.open(self.lock_file_path, os.O_CREAT | os.O_RDWR, 0o666)
+
+    def try_acquire(self):
+        import fcntl
+        fd = self._open()
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self.fd = fd
+        return True
+
+    def wait(self):
+        """Until the process building this source is done (or dead)."""
+        import fcntl
+        fd = self._open()
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        finally:
+            os.close(fd)
+
+    def release(self):
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def install_crash_safe_lock(cpp_extension):
+    """torch's build lock replaced by FlockBaton (where this torch has one by that name)."""
+    if hasattr(cpp_extension, "FileBaton") and os.name == "posix":
+        cpp_extension.FileBaton = FlockBaton
 
 
 LIBRARY_RECORD = "kbrl-library.json"

@@ -126,8 +126,9 @@ def child_main(sock_fd, cuda, no_pch):
         # torch.utils.cpp_extension is imported here, not in the zygote: importing it touches
         # the CUDA runtime, after which no forked child could use CUDA
         import torch.utils.cpp_extension as cpp_extension
-        from .extension_builds import (install_build_reuse, install_library_reuse,
-                                       install_torch_pch)
+        from .extension_builds import (install_build_reuse, install_crash_safe_lock,
+                                       install_library_reuse, install_torch_pch)
+        install_crash_safe_lock(cpp_extension)
         install_build_reuse(cpp_extension)
         install_library_reuse(cpp_extension)
         if not no_pch:

@@ -11,9 +11,20 @@
 #          exactly once;
 #   scale  the same workload with the evaluator node on GPU 1 only, then on GPUs 0 and 1 (two
 #          evaluators): step wall time and evaluated candidates per minute, from metrics.jsonl;
-#   modes  rl.mode sync, then async (rl.max_staleness 1), with KBRL_MODES_ARGS added to both
-#          (on a GPU, overrides that make sampling as heavy as evaluation, e.g. a larger
-#          sampler.model and rl.max_new_tokens): wall per step and each stage's busy share.
+#   modes  rl.mode sync, then async (rl.max_staleness 1), with KBRL_MODES_ARGS added to both:
+#          wall per step and each stage's busy share. On GPUs, when KBRL_MODES_ARGS is unset,
+#          sampling is made as heavy as evaluation: a random Qwen2-1.5B-shaped policy (bf16,
+#          written by kbrl-bench-generate, with the Qwen2.5 tokenizer from
+#          .gpu/qwen2.5-tokenizer: bench/rl_step_timeline/prepare_tokenizer.sh) generating
+#          KBRL_MODES_TOKENS (default 3072) tokens per answer, its text replaced by the quickstart's
+#          labelled answers (sampler.replay_completions), which the evaluator really builds and runs.
+# KBRL_STEPS sets the steps of every run (default 8; 6 on the CPU), KBRL_KILL_STEP the step the
+# kill stage kills in (default 3). On GPUs the scale stage's policy answers with the quickstart's
+# labelled answers (sampler.replay_completions; KBRL_SCALE_ARGS replaces these overrides): after
+# the first step every source is built, so the two runs compare the GPUs' evaluation, not how
+# many new sources the policy happened to write.
+# The extension cache is shared
+# by all runs ($KBRL_SHARED_CACHE, default OUT/cache): later runs reuse earlier builds.
 # KBRL_CPU=1 runs the same on the CPU with the CPU quickstart (to try the script anywhere).
 # Build first (bash .gpu/build.sh on the GPU machine); KBRL_BIN names the build folder.
 set -uo pipefail
@@ -27,7 +38,9 @@ else
   cfg=config/gpu_quickstart/run.toml; run_name=gpu-quickstart; head_gpus="[0]"; ev_gpus="[0, 1]"
   head_args=(--gpu 0); one_ev=(--gpu 1); two_ev=(--gpu 0,1); steps=${KBRL_STEPS:-8}; b=2; g=8
 fi
-cache=$out/cache
+cache=${KBRL_SHARED_CACHE:-$out/cache}
+mkdir -p "$cache"
+chmod o+x "$cache"  # workers run as nobody when the node runs as root
 port=$((20000 + RANDOM % 20000))
 stamp() { echo "[$(date +%H:%M:%S)] $*"; }
 
@@ -52,6 +65,7 @@ host = "127.0.0.1"
 port = $port
 roles = ["learner", "sampler"]
 gpus = $head_gpus
+share_gpus = true  # the two-evaluator case puts an evaluator on GPU 0 too
 certificate = "$out/certs/head.pem"
 key = "$out/certs/head.key"
 
@@ -61,6 +75,7 @@ host = "127.0.0.1"
 port = $((port + 1))
 roles = ["evaluator"]
 gpus = $ev_gpus
+share_gpus = true
 certificate = "$out/certs/ev.pem"
 key = "$out/certs/ev.key"
 TOML
@@ -102,32 +117,62 @@ run() {
   python3 bench/two_gpu/check_run.py "$out/$name/$run_name" $steps $b $g
 }
 
-summary() { # NAME: step wall and evaluation throughput from metrics.jsonl
-  python3 - "$out/$1/$run_name/metrics.jsonl" "$1" <<'PY'
+summary() { # NAME [SKIP]: step wall and evaluation throughput from metrics.jsonl, steps after SKIP
+  python3 - "$out/$1/$run_name/metrics.jsonl" "$1" "${2:-1}" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 rows = [r for r in rows if "rate/correct" in r]
-later = rows[1:] or rows  # the first step builds most sources
+skip = int(sys.argv[3])
+later = rows[skip:] or rows  # by default the first step, which builds most sources
 wall = sum(r.get("time/total", 0) for r in later)
 ev = sum(r.get("step_timeline/evaluating_wall_s", 0) for r in later)
 n = sum(r.get("episodes", 0) for r in later)
 def busy(stage):
     return sum(r.get("step_timeline/%s_busy" % stage, 0) for r in later) / len(later)
 # candidates a minute of wall time: in async mode the steps' evaluation windows overlap
-print("%s: steps 2-%d: %.1f s a step, %.1f candidates evaluated a minute, evaluating %.1f s a "
+print("%s: %.1f s a step, %.1f candidates evaluated a minute, evaluating %.1f s a "
       "step, busy: sampler %.2f, evaluator %.2f, learner %.2f" % (
-          sys.argv[2], len(rows), wall / len(later), 60.0 * n / wall if wall > 0 else 0.0,
+          sys.argv[2] + ": steps %d-%d" % (len(rows) - len(later) + 1, len(rows)), wall / len(later), 60.0 * n / wall if wall > 0 else 0.0,
           ev / len(later), busy("sampler"), busy("evaluator"), busy("learner")))
 PY
 }
 
-if [[ "$stages" == *" kill "* ]]; then run kill 3 "${one_ev[@]}"; fi
+if [[ "$stages" == *" kill "* ]]; then run kill "${KBRL_KILL_STEP:-3}" "${one_ev[@]}"; fi
 if [[ "$stages" == *" scale "* ]]; then
-  run one 0 "${one_ev[@]}"; summary one
-  run two 0 "${two_ev[@]}"; summary two
+  scale_text=${KBRL_SCALE_ARGS-}
+  if [ -z "${KBRL_SCALE_ARGS+set}" ] && [ "${KBRL_CPU:-0}" != 1 ]; then
+    scale_text="sampler.replay_completions=$PWD/config/gpu_quickstart/solutions.jsonl"
+  fi
+  stamp "scale: overrides of both runs: ${scale_text:-none}"
+  read -r -a head_extra <<< "$scale_text"
+  # Each step draws its problems in the same order in every run, so a later run would reuse the
+  # builds an earlier one paid for. A first run with the same steps ("warm", not measured) builds
+  # every source; the two measured runs then differ only in their evaluators, every step counted.
+  skip_first=1
+  if [ "${KBRL_SCALE_WARM:-1}" = 1 ]; then run warm 0 "${two_ev[@]}"; skip_first=0; fi
+  run one 0 "${one_ev[@]}"; summary one $skip_first
+  run two 0 "${two_ev[@]}"; summary two $skip_first
+  head_extra=()
 fi
+# The modes stage's policy on GPUs: random weights of Qwen2-1.5B shapes with the Qwen2.5 tokenizer.
+heavy_sampler_args() {
+  local model=/tmp/kbrl-qwen2-1.5b-random tokens=${KBRL_MODES_TOKENS:-3072}
+  if [ ! -f "$model/config.json" ]; then
+    $bin/kbrl-bench-generate --config bench/sampler_throughput/qwen2-1.5b.config.json \
+      --dir "$model" --batch 1 --prompt 8 --new 2 --device cuda --dtype bf16 \
+      > "$out/random-policy.log" 2>&1 || { tail -20 "$out/random-policy.log" >&2; return 1; }
+  fi
+  cp .gpu/qwen2.5-tokenizer/tokenizer.json .gpu/qwen2.5-tokenizer/tokenizer_config.json "$model/"
+  echo "sampler.model=$model sampler.dtype=bf16 learner.dtype=bf16 \
+learner.gradient_checkpointing=true sampler.max_seq_len=$((tokens + 1024)) rl.max_new_tokens=$tokens \
+sampler.replay_completions=$PWD/config/gpu_quickstart/solutions.jsonl"
+}
+
 if [[ "$stages" == *" modes "* ]]; then
-  read -r -a modes_args <<< "${KBRL_MODES_ARGS:-}"
+  modes_text=${KBRL_MODES_ARGS:-}
+  if [ -z "$modes_text" ] && [ "${KBRL_CPU:-0}" != 1 ]; then modes_text=$(heavy_sampler_args) || exit 1; fi
+  stamp "modes: overrides of both runs: ${modes_text:-none}"
+  read -r -a modes_args <<< "$modes_text"
   head_extra=(rl.mode=sync "${modes_args[@]}"); run sync 0 "${one_ev[@]}"; summary sync
   head_extra=(rl.mode=async rl.max_staleness=1 "${modes_args[@]}"); run async 0 "${one_ev[@]}"
   summary async

@@ -60,6 +60,25 @@ BOOST_AUTO_TEST_CASE(the_step_scalars_follow_the_trajectories) {
   BOOST_CHECK_EQUAL(m.count("rate/hack"), 1u);
 }
 
+// Where the step's evaluation time went: the worker's phases, the builds and the evaluator's
+// totals, each summed over the evaluated turns (an answer with no program adds nothing).
+BOOST_AUTO_TEST_CASE(evaluation_time_is_summed_by_phase) {
+  auto a = traj(1, 1.3, true, 2.0), b = traj(1, 0, false), unparsed = traj(2, 0, false);
+  a.turns[0].verdict.phases = {{"compile", 0.5}, {"timing", 2.0}};
+  a.turns[0].verdict.build_seconds = 20;
+  a.turns[0].verdict.total_seconds = 3;
+  b.turns[0].verdict.phases = {{"compile", 0.25}, {"correctness", 1.0}};
+  b.turns[0].verdict.total_seconds = 1.5;
+  unparsed.turns[0].verdict = {};
+  unparsed.turns[0].verdict.total_seconds = 100; // not evaluated: not counted
+  auto m = by_name(summarize_step({a, b, unparsed}, 1, "test"));
+  BOOST_CHECK_CLOSE(m["eval_time/phase_compile_s"], 0.75, 1e-9);
+  BOOST_CHECK_CLOSE(m["eval_time/phase_timing_s"], 2.0, 1e-9);
+  BOOST_CHECK_CLOSE(m["eval_time/phase_correctness_s"], 1.0, 1e-9);
+  BOOST_CHECK_CLOSE(m["eval_time/build_s"], 20.0, 1e-9);
+  BOOST_CHECK_CLOSE(m["eval_time/total_s"], 4.5, 1e-9);
+}
+
 BOOST_AUTO_TEST_CASE(multi_turn_rates_and_entropy_use_the_seeds_names) {
   // A two-turn trajectory that failed and then succeeded, and a one-turn failure.
   auto two = traj(1, 1, false);

@@ -99,6 +99,9 @@ BOOST_AUTO_TEST_CASE(a_line_carries_what_a_researcher_reads_a_trajectory_for) {
   t.turns[0].verdict.hack_flags = {"own_kernels_idle"};
   t.turns[0].verdict.trials_passed = 3;
   t.turns[0].verdict.trials_total = 5;
+  t.turns[0].verdict.build_seconds = 21.5;
+  t.turns[0].verdict.phases = {{"compile", 0.25}, {"correctness", 1.5}, {"timing", 0.75}};
+  t.turns[0].verdict.total_seconds = 3.0;
   auto unparsed = t.turns[0];
   unparsed.index = 1;
   unparsed.verdict = {}; // no program in the answer: never evaluated
@@ -118,6 +121,11 @@ BOOST_AUTO_TEST_CASE(a_line_carries_what_a_researcher_reads_a_trajectory_for) {
   BOOST_CHECK_EQUAL(int64_t(first["trials_passed"]), 3);
   BOOST_CHECK_EQUAL(std::string_view(first["error"]), "none");
   BOOST_CHECK_EQUAL(std::string_view(second["error"]), "format"); // not "none"
+  // Where the evaluation's time went, on evaluated turns only.
+  BOOST_CHECK_EQUAL(double(first["eval_seconds"]["build"]), 21.5);
+  BOOST_CHECK_EQUAL(double(first["eval_seconds"]["correctness"]), 1.5);
+  BOOST_CHECK_EQUAL(double(first["eval_seconds"]["total"]), 3.0);
+  BOOST_CHECK(second["eval_seconds"].error());
   BOOST_CHECK_EQUAL(int64_t(first["completion_token_ids"].at(2)), 3);
   BOOST_CHECK_EQUAL(double(first["logprobs"].at(1)), -1.0);
   // Without the options: no prompt text, no token ids.

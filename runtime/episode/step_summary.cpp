@@ -87,6 +87,9 @@ std::vector<metric_record> summarize_step(const std::vector<trajectory>& traject
   size_t nll_tokens = 0;
   std::map<int32_t, tally> by_turn;  // turn index -> correct turns, turns, summed returns
   std::map<int, tally> by_level;     // level -> correct turns, turns; rewards per trajectory
+  // Where evaluation time went (issue 20): seconds summed over the step's evaluated turns, by
+  // the worker's phases, plus the CPU builds ahead of it and the evaluator's total.
+  std::map<std::string, double> eval_seconds;
   std::map<int, size_t> level_trajectories;
   for (auto& t : trajectories) {
     rewards.push_back(trajectory_reward(t));
@@ -111,6 +114,12 @@ std::vector<metric_record> summarize_step(const std::vector<trajectory>& traject
       correct += v.correct ? 1 : 0;
       kernelbench_correct += evaluated && v.kernelbench_correct ? 1 : 0;
       low_coverage += evaluated && low_time_coverage(v) ? 1 : 0;
+      if (evaluated) {
+        eval_seconds["build"] += v.build_seconds;
+        eval_seconds["total"] += v.total_seconds;
+        for (auto& p : v.phases)
+          eval_seconds["phase_" + p.phase] += p.seconds;
+      }
       hacks += v.error == eval_error::static_check ? 1 : 0;
       fast += v.correct && v.speedup > 1 ? 1 : 0;
       if (v.correct && v.speedup > 0)
@@ -174,6 +183,8 @@ std::vector<metric_record> summarize_step(const std::vector<trajectory>& traject
   add("tokens/prompt", static_cast<double>(prompt_tokens));
   add("tokens/completion", static_cast<double>(completion_tokens));
   add("tokens/completion_mean", per(static_cast<double>(completion_tokens), turns));
+  for (auto& [what, seconds] : eval_seconds)
+    add("eval_time/" + what + "_s", seconds);
   for (auto& [index, t] : by_turn) {
     add("rate/correct_turn" + std::to_string(index + 1), per(static_cast<double>(t.correct), t.count));
     add("turn" + std::to_string(index + 1) + "/reward_mean", per(t.reward, t.count));

@@ -56,6 +56,14 @@ std::string trace_line(const trajectory& t, uint64_t step, bool eval,
       .field("error_excerpt", v.error_excerpt)
       .field("speedup", v.speedup);
     write_list(w, "hack_flags", v.hack_flags);
+    if (evaluated) {
+      // Where the evaluation's time went: the CPU build ahead of the GPU, the worker's phases
+      // in the order it ran them, and the evaluator's total from request to verdict.
+      w.key("eval_seconds").begin_object().field("build", v.build_seconds);
+      for (auto& p : v.phases)
+        w.field(p.phase, p.seconds);
+      w.field("total", v.total_seconds).end_object();
+    }
     w.field("score", u.score).field("return", u.return_value).field("retries", u.retries);
     if (options.reward) {
       const auto r = options.reward(u);

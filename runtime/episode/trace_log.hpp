@@ -5,7 +5,8 @@
 //   {"step": 3, "eval": false, "trajectory": 3000001, "group": ..., "problem": "...",
 //    "end": "...", "turns": [{"index", "policy_version", "prompt_tokens", "completion",
 //    "compiled", "correct", "kernelbench_correct", "time_coverage", "error", "error_excerpt",
-//    "speedup", "score", "return", "retries"}, ...]}
+//    "speedup", "hack_flags", "eval_seconds": {"build", <the worker's phases>..., "total"},
+//    "score", "return", "retries"}, ...]}   (eval_seconds only on evaluated turns)
 //
 // A round's lines are appended together, in trajectory-id order. Past max_bytes the file is
 // renamed to traces.1.jsonl (one older file is kept) and a new traces.jsonl is started.

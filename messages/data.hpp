@@ -110,6 +110,10 @@ typename Inspector::result_type inspect(Inspector& f, generation_result& x) {
 struct timing_options {
   int32_t correctness_trials = 5;  ///< fresh random inputs, each compared with allclose
   int32_t perf_trials = 100;       ///< timed runs after warm-up, L2 flushed between them
+  /// 0: exactly perf_trials timed runs (KernelBench's protocol). > 0: timed runs until the 95 %
+  /// confidence interval of the mean is within this share of it (0.01: +-1 %), at least 10 and
+  /// at most perf_trials; the reference's too.
+  double timing_precision = 0;
   int32_t warmup_runs = 3;
   uint64_t seed = 42;              ///< seeds the inputs of the correctness trials
   double timeout_s = 300;          ///< wall-clock budget for compile + check + timing
@@ -122,7 +126,7 @@ struct timing_options {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, timing_options& x) {
   return f(caf::meta::type_name("timing_options"), x.correctness_trials, x.perf_trials,
-           x.warmup_runs, x.seed, x.timeout_s, x.measure_performance, x.compare_torch_compile,
+           x.timing_precision, x.warmup_runs, x.seed, x.timeout_s, x.measure_performance, x.compare_torch_compile,
            x.atol, x.rtol);
 }
 

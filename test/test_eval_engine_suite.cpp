@@ -304,6 +304,34 @@ BOOST_AUTO_TEST_CASE(the_reference_is_timed_once_per_problem_and_settings) {
   BOOST_CHECK_GT(a.reference_seconds, 0.0);
 }
 
+// Adaptive timing (rl.timing_precision): the candidate's and the reference's loops stop once the
+// mean is known to the precision, between 10 runs and perf_trials; the worker's harness accepted
+// the candidate's loop (it checks the stop against the plan) and the verdict is the same. With
+// precision 0 both run exactly perf_trials, KernelBench's count.
+BOOST_AUTO_TEST_CASE(adaptive_timing_runs_between_ten_and_perf_trials) {
+  auto fixed = request(data("candidates_runtime/relu_correct_clamp.py"), 1);
+  fixed.timing.perf_trials = 200;
+  fixed.timing.measure_performance = true;
+  auto adaptive = fixed;
+  adaptive.id = 2;
+  adaptive.timing.timing_precision = 0.05;
+  eval_engine engine{opts};
+  auto a = engine.evaluate(fixed);
+  auto b = engine.evaluate(adaptive);
+  BOOST_REQUIRE_MESSAGE(a.correct, to_string(a.error) << ": " << a.error_excerpt);
+  BOOST_REQUIRE_MESSAGE(b.correct, to_string(b.error) << ": " << b.error_excerpt);
+  BOOST_CHECK_EQUAL(a.kernel_runtime.trials, 200);
+  BOOST_CHECK_EQUAL(a.reference_runtime.trials, 200);
+  for (auto& r : {b.kernel_runtime, b.reference_runtime}) {
+    BOOST_CHECK_GE(r.trials, 10);
+    BOOST_CHECK_LE(r.trials, 200);
+  }
+  BOOST_CHECK_GT(b.speedup, 0.0);
+  // The reference's timing is cached per settings: the adaptive request did not reuse the
+  // fixed one's 200 runs.
+  BOOST_CHECK_EQUAL(engine.reference_cache_hits(), 0u);
+}
+
 BOOST_AUTO_TEST_CASE(a_build_ahead_is_only_loaded_by_the_evaluating_worker) {
   // A C++ extension here; a CUDA one (nvcc) where a GPU is present.
   auto req = request(data(cuda ? "candidates_runtime/relu_cuda_load_inline.py"

@@ -132,6 +132,7 @@ int main(int argc, char** argv) {
   std::string manifest_path, candidates_dir, kernelbench_dir, out_path, compare_path;
   std::vector<int> gpus;
   size_t builders = 0;
+  double timing_precision = 0;
   std::vector<std::string> overrides;
   app.add_option("--manifest", manifest_path, "manifest.json of the candidate set")->required();
   app.add_option("--candidates", candidates_dir, "Folder of the candidate files")->required();
@@ -141,6 +142,10 @@ int main(int argc, char** argv) {
     ->delimiter(',');
   app.add_option("--out", out_path, "Write the verdicts and totals as JSON here");
   app.add_option("--compare", compare_path, "Baseline results.json to compare verdicts with");
+  app.add_option("--timing-precision", timing_precision,
+                 "Adaptive timing (rl.timing_precision): 0 (default) times 100 runs per "
+                 "candidate as KernelBench does")
+    ->check(CLI::Range(0.0, 0.5));
   std::string keep_dir;
   app.add_option("--keep", keep_dir,
                  "Work in this folder and keep it (build folders with their .ninja_log)");
@@ -229,6 +234,7 @@ int main(int argc, char** argv) {
     }
     r.candidate_source = std::move(*candidate);
     r.timing.timeout_s = 600;
+    r.timing.timing_precision = timing_precision;
     r.trace = m.id;
     reqs.push_back(std::move(r));
   }

@@ -158,6 +158,11 @@ int main(int argc, char** argv) {
     ->capture_default_str();
   app.add_option("--perf-trials", o.perf_trials, "Timed runs per candidate")
     ->check(CLI::Range(0, 100000))->capture_default_str();
+  app.add_option("--timing-precision", o.timing_precision,
+                 "Adaptive timing: stop once the mean's 95 % confidence interval is within this "
+                 "share of it (0.01: +-1 %), 10 to --perf-trials runs; 0: exactly --perf-trials "
+                 "runs, as KernelBench")
+    ->check(CLI::Range(0.0, 0.5))->capture_default_str();
   app.add_flag("--no-timing", o.no_timing, "Check correctness only (no speedups)");
   app.add_option("--timeout", o.timeout_s, "Seconds per evaluation")->check(CLI::PositiveNumber)
     ->capture_default_str();
@@ -259,6 +264,7 @@ int main(int argc, char** argv) {
   auto ctx = std::make_shared<evalcli::run_context>();
   ctx->timing.correctness_trials = o.trials;
   ctx->timing.perf_trials = o.perf_trials;
+  ctx->timing.timing_precision = o.timing_precision;
   ctx->timing.measure_performance = !o.no_timing && o.perf_trials > 0;
   ctx->timing.seed = o.eval_seed;
   ctx->timing.timeout_s = o.timeout_s;

@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
                                               python, scratch;
   std::vector<std::string> roots;
   int trials = 5, perf_trials = 100, gpu = -1;
-  double timeout_s = 300;
+  double timeout_s = 300, timing_precision = 0;
   uint64_t seed = 42;
   bool json = false, no_timing = false, list_rules = false;
   std::vector<std::string> overrides;
@@ -114,6 +114,11 @@ int main(int argc, char** argv) {
   app.add_option("--precision", precision, "fp32, fp16 or bf16");
   app.add_option("--trials", trials, "Correctness trials")->check(CLI::Range(1, 1000));
   app.add_option("--perf-trials", perf_trials, "Timed runs")->check(CLI::Range(0, 100000));
+  app.add_option("--timing-precision", timing_precision,
+                 "Adaptive timing: stop once the mean's 95 % confidence interval is within this "
+                 "share of it (0.01: +-1 %), 10 to --perf-trials runs; 0 (default): exactly "
+                 "--perf-trials runs, as KernelBench")
+    ->check(CLI::Range(0.0, 0.5));
   app.add_flag("--no-timing", no_timing, "Check correctness only");
   app.add_option("--seed", seed, "Base seed of the correctness trials");
   app.add_option("--timeout", timeout_s, "Seconds for the whole evaluation")
@@ -234,6 +239,7 @@ int main(int argc, char** argv) {
   req.task = *prob;
   req.timing.correctness_trials = trials;
   req.timing.perf_trials = perf_trials;
+  req.timing.timing_precision = timing_precision;
   req.timing.measure_performance = !no_timing && perf_trials > 0;
   req.timing.seed = seed;
   req.timing.timeout_s = timeout_s;

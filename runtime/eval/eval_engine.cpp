@@ -72,7 +72,7 @@ std::string timing_key(const eval_request& req, const std::string& device) {
   auto& t = req.timing;
   return source_hash(req.task.reference_source) + "|" + device + "|"
          + to_string(req.task.precision) + "|" + std::to_string(t.perf_trials) + "|"
-         + std::to_string(t.warmup_runs);
+         + std::to_string(t.warmup_runs) + "|" + std::to_string(t.timing_precision);
 }
 
 } // namespace
@@ -412,6 +412,7 @@ eval_result eval_engine::evaluate(const eval_request& req) {
     .field("precision", to_string(req.task.precision))
     .field("correctness_trials", t.correctness_trials)
     .field("perf_trials", t.measure_performance ? t.perf_trials : 0)
+    .field("timing_precision", t.timing_precision)
     .field("warmup_runs", t.warmup_runs)
     .field("seed", t.seed)
     .field("atol", t.atol)

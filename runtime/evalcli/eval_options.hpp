@@ -27,6 +27,7 @@ struct eval_options {
   int sampler_gpu = -2;    ///< -2: the first of gpus, else the CPU; -1: the CPU
   int builders = -1;       ///< -1: eval.build_workers
   int32_t trials = 5, perf_trials = 100;
+  double timing_precision = 0; ///< --timing-precision: 0 = KernelBench's fixed perf_trials
   bool no_timing = false;
   bool compare_compile = false; ///< --compare-torch-compile: also time a torch.compile reference
   std::string reference;   ///< --reference eager|compile; "" = eval.reference_mode

@@ -135,6 +135,7 @@ caf::expected<rl_run_settings> rl_run_settings_from(const config::run_config& ru
   e.sampling.seed = c.seed;
   e.timing.correctness_trials = static_cast<int32_t>(run.get_int("rl.correctness_trials"));
   e.timing.perf_trials = static_cast<int32_t>(run.get_int("rl.perf_trials"));
+  e.timing.timing_precision = run.get_real("rl.timing_precision");
   e.timing.timeout_s = run.get_real("rl.eval_timeout_s");
   e.success_speedup = run.get_real("rl.success_speedup");
   e.max_retries = static_cast<int32_t>(run.get_int("rl.max_retries"));

@@ -39,6 +39,8 @@ std::string timing_text(const timing_options& t) {
       << (t.measure_performance ? "true" : "false") << ", compare_torch_compile "
       << (t.compare_torch_compile ? "true" : "false") << ", atol " << number_text(t.atol)
       << ", rtol " << number_text(t.rtol);
+  if (t.timing_precision > 0) // only when set: results of KernelBench-style runs keep their text
+    out << ", timing_precision " << number_text(t.timing_precision);
   return out.str();
 }
 
@@ -46,6 +48,7 @@ void write_timing(json_writer& w, const timing_options& t) {
   w.begin_object()
     .field("correctness_trials", t.correctness_trials)
     .field("perf_trials", t.perf_trials)
+    .field("timing_precision", t.timing_precision)
     .field("warmup_runs", t.warmup_runs)
     .field("seed", t.seed)
     .field("timeout_s", t.timeout_s)

@@ -33,7 +33,7 @@ from .compare import OutputComparison, strict_tolerances, structure_note
 from .coverage import own_kernel_names
 from .reference_store import ReferenceEntry, reference_key
 from .shared_tensors import SharedArena, clone_args, encode_value, pack
-from .timing import time_calls
+from .timing import TrialPlan, time_calls
 
 CALIBRATION_TRIALS = 20
 # the timed loop may take this much longer on the harness's clock than the events say before
@@ -118,6 +118,9 @@ class Evaluation:
         p["dtype"] = dtypes[p["precision"]]
         p["trials"] = max(1, int(r.get("correctness_trials", 5)))
         p["perf_trials"] = max(0, int(r.get("perf_trials", 100)))
+        # 0: exactly perf_trials timed runs (KernelBench's); > 0: runs until the mean is known to
+        # this relative precision (95 % confidence), perf_trials at most
+        p["timing_precision"] = max(0.0, float(r.get("timing_precision", 0.0)))
         p["timing_input_sets"] = min(8, max(1, int(r.get("timing_input_sets",
                                                          TIMING_INPUT_SETS))))
         p["warmup"] = max(0, int(r.get("warmup_runs", 3)))
@@ -622,14 +625,13 @@ class Evaluation:
         self.proc.request("timing_setup", "timing")
         if p["warmup"]:
             self.proc.request("warmup", "warm-up", runs=p["warmup"])
-        total = p["perf_trials"] + DISCARD_FIRST
-        checked = list(range(max(DISCARD_FIRST, total - k), total))
+        # the last k timed runs (one per input set) have their outputs checked
+        plan = TrialPlan(p["perf_trials"], p["timing_precision"], checked=k)
         cached = []
         # host noise (a loaded machine) can make one honest loop look inconsistent; hidden work
         # does it every time: a second loop decides
         for attempt in range(2):
-            times, consistent = self._timed_candidate(total, checked, expected, out_spec,
-                                                      out_fds, cached)
+            times, consistent = self._timed_candidate(plan, expected, out_spec, out_fds, cached)
             if consistent:
                 break
         if not consistent:
@@ -678,14 +680,14 @@ class Evaluation:
             offset += len(fds)
         return specs
 
-    def _timed_candidate(self, total, checked, expected, out_spec, out_fds, cached):
-        """The candidate's timed loop: (ms per trial, whether the events agree with the
-        harness's clock over the trials before the first checked one). When they do not, every
-        trial counts at least the wall-clock time per trial."""
+    def _timed_candidate(self, plan, expected, out_spec, out_fds, cached):
+        """The candidate's timed loop (`plan`, a TrialPlan): (ms per trial, whether the events
+        agree with the harness's clock over the trials before the first checked one). When they
+        do not, every trial counts at least the wall-clock time per trial."""
         t0 = now()
-        rid = self.proc.start("time", out_fds, trials=self.p["perf_trials"], checked=checked,
-                              out=out_spec)
+        rid = self.proc.start("time", out_fds, plan=plan.message(), out=out_spec)
         segment_end = None
+        checks = 0
         bufs = self.out_bufs[0]
         while True:
             ans = self.proc.next_message(rid, "timing")
@@ -697,6 +699,7 @@ class Evaluation:
                 s = int(ans.get("set", 0))
                 if not 0 <= s < len(expected):
                     raise CandidateGone("protocol", "a timed output for input set %r" % s)
+                checks += 1
                 ok, _, trial = self._judge(expected[s][0], expected[s][1], ans)
                 if not ok:
                     cached.append("timed trial %s (input set %d): %s" % (ans["check"], s,
@@ -707,11 +710,20 @@ class Evaluation:
                 continue
             self.proc.finish(ans)
             break
-        all_times = [float(x) for x in ans.get("times", [])][:total]
-        if len(all_times) != total or not all(math.isfinite(x) and x >= 0 for x in all_times):
-            raise CandidateGone("protocol", "the timed loop reported %d times for %d trials" % (
-                len(all_times), total))
+        all_times = [float(x) for x in ans.get("times", [])][:DISCARD_FIRST + plan.max_trials + 1]
         times = all_times[DISCARD_FIRST:]
+        if (len(all_times) < DISCARD_FIRST
+                or not all(math.isfinite(x) and x >= 0 for x in all_times)
+                or not plan.ends_as_planned(times)):
+            raise CandidateGone("protocol", "the timed loop reported %d times, not where its "
+                                "plan (%s) ends" % (len(all_times), plan.message()))
+        first_checked = len(all_times) - plan.checked
+        if checks != plan.checked or (plan.checked and (segment_end is None
+                                                        or segment_end[1] != first_checked)):
+            raise CandidateGone("protocol", "the timed loop sent %d of its %d checked outputs, "
+                                "from trial %s (expected %d)" % (
+                                    checks, plan.checked,
+                                    segment_end[1] if segment_end else None, first_checked))
         if segment_end is not None:
             wall_ms = (segment_end[0] - t0) * 1000.0
             upto = segment_end[1] + 1  # trials 0..first checked, inclusive
@@ -754,7 +766,7 @@ class Evaluation:
             t0 = now()
             try:
                 ref_times = time_calls(self.w, self.ref_model, ref_sets, p["warmup"],
-                                       p["perf_trials"])
+                                       TrialPlan(p["perf_trials"], p["timing_precision"]))
             except BudgetExceeded:
                 raise
             except BaseException as e:  # noqa: BLE001
@@ -787,7 +799,8 @@ class Evaluation:
                 headline="torch.compile of the reference failed:"))
         self.phase = "torch.compile reference timing"
         try:
-            return time_calls(self.w, compiled, ref_sets, p["warmup"], p["perf_trials"])
+            return time_calls(self.w, compiled, ref_sets, p["warmup"],
+                              TrialPlan(p["perf_trials"], p["timing_precision"]))
         except BudgetExceeded:
             raise
         except BaseException as e:  # noqa: BLE001

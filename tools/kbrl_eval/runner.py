@@ -26,7 +26,7 @@ from .common import CandidateError, DISCARD_FIRST, format_exception, truncate
 from .guards import FlagState, NamespaceGuard
 from .modules import exec_module, seed_everything
 from .shared_tensors import SharedView, clone_args, decode_value, dtype_name, dtype_of
-from .timing import flush_buffer, timed_loop
+from .timing import TrialPlan, flush_buffer, timed_loop
 
 # captured before any candidate code runs: a candidate that replaces these module attributes
 # does not change what the timing loop calls (the harness's wall clock checks the rest)
@@ -252,7 +252,7 @@ class Runner:
         """The timing loop around a call that does nothing, before any candidate code ran: the
         harness learns the loop's own cost per trial from it (its clock against these events)."""
         self._timing_buffers()
-        times = self._timed_loop(lambda args: None, [[]], int(msg["trials"]), None)
+        times = self._timed_loop(lambda args: None, [[]], TrialPlan(int(msg["trials"])), None)
         return {"times": times}
 
     def op_load(self, msg, fds):
@@ -353,14 +353,14 @@ class Runner:
             del out
         return {"ok": True}
 
-    def _timed_loop(self, call, arg_sets, trials, on_checked, before_trial=None):
-        return timed_loop(call, arg_sets, trials, self.flush if self.cuda else None, on_checked,
+    def _timed_loop(self, call, arg_sets, plan, on_checked, before_trial=None):
+        return timed_loop(call, arg_sets, plan, self.flush if self.cuda else None, on_checked,
                           event=_Event, synchronize=_synchronize, perf_counter=_perf_counter,
                           before_trial=before_trial)
 
     def op_time(self, msg, fds):
         out_bufs = self._args(msg["out"], fds)
-        checked = set(int(t) for t in msg["checked"])
+        plan = TrialPlan.from_message(msg["plan"])
         rid = msg["id"]
 
         def call(args):
@@ -372,8 +372,8 @@ class Runner:
             # loop does no such work, and timing it here cost every candidate ~5 us a call
             self.flag_state.apply(self.baseline)
 
-        def on_checked(t, set_index, out):
-            if t not in checked:
+        def on_checked(t, set_index, out, checked):
+            if not checked:
                 return
             self._after_candidate_code()
             self._device_errors("a timed trial")
@@ -388,8 +388,7 @@ class Runner:
 
         try:
             with torch.no_grad():  # around the loop, as the reference's (timing.time_calls)
-                times = self._timed_loop(call, self.cand_sets, int(msg["trials"]), on_checked,
-                                         before_trial)
+                times = self._timed_loop(call, self.cand_sets, plan, on_checked, before_trial)
         except CandidateError:
             raise
         except BaseException as e:  # noqa: BLE001

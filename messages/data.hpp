@@ -111,8 +111,8 @@ struct timing_options {
   int32_t correctness_trials = 5;  ///< fresh random inputs, each compared with allclose
   int32_t perf_trials = 100;       ///< timed runs after warm-up, L2 flushed between them
   /// 0: exactly perf_trials timed runs (KernelBench's protocol). > 0: timed runs until the 95 %
-  /// confidence interval of the mean is within this share of it (0.01: +-1 %), at least 10 and
-  /// at most perf_trials; the reference's too.
+  /// confidence interval of the mean is within this share of it (0.01: +-1 %), at least 10 runs
+  /// and 100 ms of them, at most perf_trials; the reference's too.
   double timing_precision = 0;
   int32_t warmup_runs = 3;
   uint64_t seed = 42;              ///< seeds the inputs of the correctness trials

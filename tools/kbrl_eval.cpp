@@ -160,8 +160,8 @@ int main(int argc, char** argv) {
     ->check(CLI::Range(0, 100000))->capture_default_str();
   app.add_option("--timing-precision", o.timing_precision,
                  "Adaptive timing: stop once the mean's 95 % confidence interval is within this "
-                 "share of it (0.01: +-1 %), 10 to --perf-trials runs; 0: exactly --perf-trials "
-                 "runs, as KernelBench")
+                 "share of it (0.01: +-1 %), 10 runs and 100 ms at least, --perf-trials at "
+                 "most; 0: exactly --perf-trials runs, as KernelBench")
     ->check(CLI::Range(0.0, 0.5))->capture_default_str();
   app.add_flag("--no-timing", o.no_timing, "Check correctness only (no speedups)");
   app.add_option("--timeout", o.timeout_s, "Seconds per evaluation")->check(CLI::PositiveNumber)

@@ -116,8 +116,8 @@ int main(int argc, char** argv) {
   app.add_option("--perf-trials", perf_trials, "Timed runs")->check(CLI::Range(0, 100000));
   app.add_option("--timing-precision", timing_precision,
                  "Adaptive timing: stop once the mean's 95 % confidence interval is within this "
-                 "share of it (0.01: +-1 %), 10 to --perf-trials runs; 0 (default): exactly "
-                 "--perf-trials runs, as KernelBench")
+                 "share of it (0.01: +-1 %), 10 runs and 100 ms at least, --perf-trials at "
+                 "most; 0 (default): exactly --perf-trials runs, as KernelBench")
     ->check(CLI::Range(0.0, 0.5));
   app.add_flag("--no-timing", no_timing, "Check correctness only");
   app.add_option("--seed", seed, "Base seed of the correctness trials");

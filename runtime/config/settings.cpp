@@ -262,8 +262,9 @@ const std::vector<setting>& all_settings() {
      "rl.timing_precision above 0, the most it gets.", {}, 1, 100000},
     {"rl.timing_precision", setting_kind::real, "0.01",
      "Adaptive timing: timed runs stop once the 95 % confidence interval of the mean is within "
-     "this share of it (0.01: +-1 %), after at least 10 runs and at most rl.perf_trials; the "
-     "reference's too. 0: exactly rl.perf_trials runs, KernelBench's protocol.", {}, 0, 0.5},
+     "this share of it (0.01: +-1 %), after at least 10 runs and 100 ms of them (calls under 1 ms "
+     "keep all rl.perf_trials), at most rl.perf_trials; the reference's too. 0: exactly "
+     "rl.perf_trials runs, KernelBench's protocol.", {}, 0, 0.5},
     {"rl.temperature", setting_kind::real, "1.0",
      "Sampling temperature of the episodes (0: greedy); must equal learner.temperature.", {}, 0,
      10},

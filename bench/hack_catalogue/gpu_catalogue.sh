@@ -7,6 +7,8 @@
 #   bash bench/hack_catalogue/gpu_catalogue.sh OUT [SHARDS]      (default 8; about 8 minutes on
 #                                                                 2 x H200, CUDA builds dominate)
 #
+# KBRL_CATALOGUE_ARGS adds run_catalogue.py options to every shard, e.g. "--timing-precision 0.01"
+# (adaptive timing as RL runs use it).
 # OUT gets results.json and results.md (the merged table) and one folder per shard. Each shard
 # stops at the call's time limit (KBRL_CATALOGUE_LIMIT seconds from the start, default 570):
 # entries it did not reach are listed as "not run".
@@ -27,8 +29,9 @@ limit=$(( ${KBRL_CATALOGUE_LIMIT:-570} - ($(date +%s) - t0) ))
 dirs=()
 for k in $(seq 1 "$shards"); do
   g=$(( (k - 1) % gpus ))
+  # shellcheck disable=SC2086
   timeout "$limit" python3 "$here/run_catalogue.py" --out "$out/shard$k" --shard "$k/$shards" \
-    --gpu "$g" > "$out/shard$k.log" 2>&1 &
+    --gpu "$g" ${KBRL_CATALOGUE_ARGS:-} > "$out/shard$k.log" 2>&1 &
   dirs+=("$out/shard$k")
 done
 wait

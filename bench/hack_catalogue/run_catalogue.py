@@ -76,7 +76,7 @@ def last_json_object(text):
 def run_binary(args, entry, problem, candidate, rules_off):
     cmd = [args.kbrl, "--problem", problem, "--candidate", candidate, "--backend", entry["backend"],
            "--json", "--trials", str(args.trials), "--perf-trials", str(args.perf_trials),
-           "--timeout", str(args.timeout)]
+           "--timing-precision", str(args.timing_precision), "--timeout", str(args.timeout)]
     if args.device == "cuda":
         cmd += ["--gpu", str(args.gpu)]
     cmd.append("eval.rules_off=[%s]" % ",".join('"%s"' % r for r in rules_off))
@@ -126,7 +126,8 @@ def run_direct(args, entry, problem, candidate):
     req = {"op": "evaluate", "id": 2, "reference": open(problem).read(),
            "candidate": open(candidate).read(), "backend": entry["backend"], "precision": "fp32",
            "correctness_trials": args.trials, "perf_trials": args.perf_trials,
-           "timeout_s": args.timeout, "build_dir": os.path.join(scratch, "build")}
+           "timing_precision": args.timing_precision, "timeout_s": args.timeout,
+           "build_dir": os.path.join(scratch, "build")}
     verdict, rc, tail = None, 0, ""
     try:
         for msg in ({"op": "hello", "id": 1}, req):
@@ -250,6 +251,9 @@ def main():
                     "parts of the selected entries (to fit a per-command time limit)")
     ap.add_argument("--trials", type=int, default=5)
     ap.add_argument("--perf-trials", type=int, default=30)
+    ap.add_argument("--timing-precision", type=float, default=0.0,
+                    help="adaptive timing as RL runs use it (rl.timing_precision, e.g. 0.01); 0: "
+                         "exactly --perf-trials runs")
     ap.add_argument("--timeout", type=int, default=300, help="seconds per evaluation")
     ap.add_argument("--override", action="append", default=[],
                     help="extra run-config override passed to kbrl-eval-kernel (repeatable)")
@@ -308,7 +312,7 @@ def main():
     path = "direct worker (tools/kbrl_eval_worker.py)" if args.direct_worker else args.kbrl
     return write_results(args.out, records, {
         "device": args.device, "evaluator": path, "rules_off": rules_off, "trials": args.trials,
-        "perf_trials": args.perf_trials}, args.label)
+        "perf_trials": args.perf_trials, "timing_precision": args.timing_precision}, args.label)
 
 
 def write_results(out, records, run, label=""):
@@ -320,9 +324,12 @@ def write_results(out, records, run, label=""):
     if label:
         lines += [label, ""]
     dev = next(((r["verdict"] or {}).get("device") for r in records if r["verdict"]), "") or run["device"]
-    lines += ["Evaluator: %s; device: %s; static rules off: %d; %d correctness trials, %d timed; "
+    timed = "%d timed" % run["perf_trials"]
+    if run.get("timing_precision"):
+        timed += " at most (adaptive, +-%g %%)" % (100 * run["timing_precision"])
+    lines += ["Evaluator: %s; device: %s; static rules off: %d; %d correctness trials, %s; "
               "%d of %d as expected." % (run["evaluator"], dev, len(run["rules_off"]), run["trials"],
-                                         run["perf_trials"], len(records) - failed, len(records)), "",
+                                         timed, len(records) - failed, len(records)), "",
               "| candidate | class | verdict | flags | expected | result |",
               "| --- | --- | --- | --- | --- | --- |"]
     for r in records:
@@ -347,7 +354,8 @@ def merge(out, shard_dirs, manifest_path, label):
                   file=sys.stderr)
             continue
         part = json.load(open(path))
-        run = run or {k: part[k] for k in ("device", "evaluator", "rules_off", "trials", "perf_trials")}
+        run = run or {k: part.get(k, 0) for k in ("device", "evaluator", "rules_off", "trials",
+                                                  "perf_trials", "timing_precision")}
         for r in part["records"]:
             by_file[r["file"]] = r
     if run is None:

@@ -119,6 +119,17 @@ struct engine_fixture {
     return req;
   }
 
+  /// The C++ load_inline candidate, built and checked on the CPU without timing: the build
+  /// cases' request.
+  eval_request load_inline_cpu_request(uint64_t id, double timeout_s) {
+    auto req = request(data("candidates_runtime/relu_load_inline_cpu.py"), id);
+    req.task.backend = kernel_backend::torch;
+    req.timing.timeout_s = timeout_s;
+    req.timing.perf_trials = 0;
+    req.timing.measure_performance = false;
+    return req;
+  }
+
   void check_good_after(eval_engine& engine, const std::string& after, uint64_t id) {
     auto good = engine.evaluate(request(data("candidates_runtime/relu_correct_clamp.py"), id));
     BOOST_CHECK_MESSAGE(good.correct, "a good candidate after " << after << " was not judged "
@@ -424,11 +435,7 @@ BOOST_AUTO_TEST_CASE(the_candidates_of_a_problem_share_the_reference_work) {
 
 BOOST_AUTO_TEST_CASE(a_build_made_in_another_folder_is_loaded_not_rebuilt) {
   // What a builder node sends: the library and its record, installed into another build cache.
-  auto req = request(data("candidates_runtime/relu_load_inline_cpu.py"), 1);
-  req.task.backend = kernel_backend::torch;
-  req.timing.timeout_s = 600;
-  req.timing.perf_trials = 0;
-  req.timing.measure_performance = false;
+  auto req = load_inline_cpu_request(1, 600);
   auto builder_opts = opts;
   builder_opts.worker.scratch_dir = dir / "builder";
   builder_opts.worker.extensions_dir = dir / "builder_extensions";
@@ -455,10 +462,8 @@ BOOST_AUTO_TEST_CASE(a_build_made_in_another_folder_is_loaded_not_rebuilt) {
 
   // A record whose key is not what this build would have (another toolchain, flags, sources):
   // ignored, the extension is built here, and the verdict is the same.
-  auto other = request(data("candidates_runtime/relu_load_inline_cpu.py"), 2);
+  auto other = load_inline_cpu_request(2, 600);
   other.candidate_source += "\n# another source, another folder\n";
-  other.task.backend = kernel_backend::torch;
-  other.timing = req.timing;
   auto foreign = *files;
   for (auto& f : foreign)
     if (f.path.find(library_record_name) != std::string::npos)
@@ -477,15 +482,12 @@ BOOST_AUTO_TEST_CASE(a_build_made_in_another_folder_is_loaded_not_rebuilt) {
 // build folder. With torch's own lock every later build of that source waited for the file to go
 // away, forever; kbrl's lock dies with its holder, so the next build goes ahead.
 BOOST_AUTO_TEST_CASE(a_lock_left_by_a_killed_build_does_not_block_the_next_build) {
-  auto req = request(data("candidates_runtime/relu_load_inline_cpu.py"), 1);
-  req.task.backend = kernel_backend::torch;
-  req.timing.timeout_s = 300;
-  req.timing.perf_trials = 0;
-  req.timing.measure_performance = false;
+  auto req = load_inline_cpu_request(1, 300);
   eval_engine engine{opts};
   BOOST_REQUIRE(engine.start()); // the build cache is then its worker's user's
   // torch builds extension NAME in TORCH_EXTENSIONS_DIR/NAME (the candidate's load_inline name)
-  const fs::path folder = fs::path(engine.build_dir_of(req.candidate_source)) / "kbrl_test_relu_cpu";
+  const fs::path folder =
+    fs::path(engine.build_dir_of(req.candidate_source)) / "kbrl_test_relu_cpu";
   fs::create_directories(folder);
   std::ofstream(folder / "lock") << "";
   // Owned by the worker's user, as the killed builder's file would be.

@@ -126,8 +126,8 @@ struct timing_options {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, timing_options& x) {
   return f(caf::meta::type_name("timing_options"), x.correctness_trials, x.perf_trials,
-           x.timing_precision, x.warmup_runs, x.seed, x.timeout_s, x.measure_performance, x.compare_torch_compile,
-           x.atol, x.rtol);
+           x.timing_precision, x.warmup_runs, x.seed, x.timeout_s, x.measure_performance,
+           x.compare_torch_compile, x.atol, x.rtol);
 }
 
 /// A candidate kernel to evaluate against its problem.

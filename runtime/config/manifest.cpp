@@ -365,8 +365,8 @@ void read_nodes(manifest_reader& r, const toml::table& root, cluster_manifest& m
   for (std::size_t i = 0; i < array.size(); ++i) {
     const toml::table& table = *array.get(i)->as_table();
     const std::string prefix = "node[" + std::to_string(i) + "]";
-    r.check_keys(table, prefix, {"name", "host", "port", "roles", "gpus", "share_gpus", "certificate",
-                                  "key"});
+    r.check_keys(table, prefix,
+                 {"name", "host", "port", "roles", "gpus", "share_gpus", "certificate", "key"});
     node_spec spec;
 
     const toml::node* name = r.field(table, "name", prefix + ".name", true, name_expected);
@@ -498,7 +498,8 @@ const node_spec& cluster_manifest::coordinator_node() const {
 
 bool operator==(const node_spec& a, const node_spec& b) {
   return a.name == b.name && a.host == b.host && a.port == b.port && a.roles == b.roles
-         && a.gpus == b.gpus && a.share_gpus == b.share_gpus && a.certificate == b.certificate && a.key == b.key;
+         && a.gpus == b.gpus && a.share_gpus == b.share_gpus && a.certificate == b.certificate
+         && a.key == b.key;
 }
 
 bool operator!=(const node_spec& a, const node_spec& b) {

@@ -114,7 +114,8 @@ const std::vector<seed_key>& seed_keys() {
     {"dataset_builder.raicl_k", "retrieval.k", ""},
     {"dataset_builder.num_correct_trials", "rl.correctness_trials", ""},
     {"dataset_builder.num_perf_trials", "rl.perf_trials",
-     "the most: kbrl stops earlier once the mean is known to rl.timing_precision (0.01); 0 times exactly this many"},
+     "the most: kbrl stops earlier once the mean is known to rl.timing_precision (0.01); 0 "
+     "times exactly this many"},
     {"dataset_builder.excessive_speedup_threshold", "eval.suspicious_speedup", ""},
     {"dataset_builder.reward_format_weight", "reward.format", ""},
     {"dataset_builder.reward_compile_weight", "reward.compiles", ""},

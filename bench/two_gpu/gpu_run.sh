@@ -24,7 +24,9 @@
 # the first step every source is built, so the two runs compare the GPUs' evaluation, not how
 # many new sources the policy happened to write.
 # The extension cache is shared
-# by all runs ($KBRL_SHARED_CACHE, default OUT/cache): later runs reuse earlier builds.
+# by the kill and scale runs ($KBRL_SHARED_CACHE, default OUT/cache): later runs reuse earlier
+# builds. The two modes runs start from empty caches of their own: the second run would
+# otherwise find every source the first one built, and evaluate faster for that alone.
 # KBRL_CPU=1 runs the same on the CPU with the CPU quickstart (to try the script anywhere).
 # Build first (bash .gpu/build.sh on the GPU machine); KBRL_BIN names the build folder.
 set -uo pipefail
@@ -85,7 +87,7 @@ head_extra=()  # overrides for the head node of the next run (the modes stage)
 start_ev() { # NAME INCARNATION GPU-ARGS...
   local name=$1 n=$2; shift 2
   $bin/kbrl-node --role evaluator "$@" --manifest "$out/cluster.toml" --node ev --config $cfg \
-    run.dir="$out/$name-ev" eval.cache_dir="$cache" eval.build_workers=12 \
+    run.dir="$out/$name-ev" eval.cache_dir="${run_cache:-$cache}" eval.build_workers=12 \
     > "$out/$name.ev.$n.log" 2>&1 &
   ev_pid=$!
 }
@@ -98,7 +100,7 @@ run() {
   local start=$(date +%s)
   $bin/kbrl-node --role learner,sampler "${head_args[@]}" --manifest "$out/cluster.toml" \
     --node head --config $cfg run.dir="$out/$name" rl.steps=$steps rl.problems_per_step=$b \
-    rl.group_size=$g eval.cache_dir="$cache" "${head_extra[@]}" > "$out/$name.head.log" 2>&1 &
+    rl.group_size=$g eval.cache_dir="${run_cache:-$cache}" "${head_extra[@]}" > "$out/$name.head.log" 2>&1 &
   local head_pid=$!
   if [ "$kill_at" -gt 0 ]; then
     until grep -q "step $kill_at/$steps started" "$out/$name.head.log" || ! kill -0 $head_pid 2>/dev/null; do
@@ -173,8 +175,12 @@ if [[ "$stages" == *" modes "* ]]; then
   if [ -z "$modes_text" ] && [ "${KBRL_CPU:-0}" != 1 ]; then modes_text=$(heavy_sampler_args) || exit 1; fi
   stamp "modes: overrides of both runs: ${modes_text:-none}"
   read -r -a modes_args <<< "$modes_text"
-  head_extra=(rl.mode=sync "${modes_args[@]}"); run sync 0 "${one_ev[@]}"; summary sync
-  head_extra=(rl.mode=async rl.max_staleness=1 "${modes_args[@]}"); run async 0 "${one_ev[@]}"
-  summary async
-  head_extra=()
+  for mode in sync async; do
+    run_cache="$cache/modes-$mode"; rm -rf "$run_cache"; mkdir -p "$run_cache"
+    chmod o+x "$run_cache"
+    head_extra=(rl.mode=$mode "${modes_args[@]}")
+    [ $mode = async ] && head_extra+=(rl.max_staleness=1)
+    run $mode 0 "${one_ev[@]}"; summary $mode
+  done
+  head_extra=(); unset run_cache
 fi

@@ -46,9 +46,10 @@ def _describe_status(status):
 
 
 class Zygote:
-    def __init__(self, device, no_pch):
+    def __init__(self, device, no_pch, full_cuda_header=False):
         self.device = device
         self.no_pch = no_pch
+        self.full_cuda_header = full_cuda_header
         self.proc = None
         self.control = None
         self._next = 1
@@ -64,6 +65,8 @@ class Zygote:
                "--control-fd", str(theirs.fileno()), "--device", self.device]
         if self.no_pch:
             cmd.append("--no-pch")
+        if self.full_cuda_header:
+            cmd.append("--full-cuda-header")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, pass_fds=(theirs.fileno(),),
                                      close_fds=True)
         theirs.close()

@@ -65,7 +65,8 @@ class Worker:
                 props = torch.cuda.get_device_properties(0)
                 self.l2_bytes = int(getattr(props, "L2_cache_size", 0) or 0)
             from .candidate_process import Zygote
-            self.zygote = Zygote("cuda" if self.cuda else "cpu", self.args.no_pch)
+            self.zygote = Zygote("cuda" if self.cuda else "cpu", self.args.no_pch,
+                                 getattr(self.args, "full_cuda_header", False))
             self.zygote.ensure()
         except BaseException as e:  # noqa: BLE001 - answered on every request
             self.torch_error = "%s: %s" % (type(e).__name__, e)
@@ -305,6 +306,10 @@ def main(argv=None):
                     default=os.environ.get("KBRL_EVAL_NO_PCH", "") not in ("", "0"),
                     help="build C++ sources without the precompiled torch/extension.h "
                          "(also: KBRL_EVAL_NO_PCH=1)")
+    ap.add_argument("--full-cuda-header", action="store_true",
+                    default=os.environ.get("KBRL_EVAL_FULL_CUDA_HEADER", "") not in ("", "0"),
+                    help="build CUDA sources with the torch headers they name, not first with "
+                         "kbrl's light one (also: KBRL_EVAL_FULL_CUDA_HEADER=1)")
     args = ap.parse_args(argv)
 
     # The protocol pipes: close-on-exec and off the well-known numbers 3 and 4, so that no

@@ -112,7 +112,7 @@ def reap(pid, spared=()):
     return (None if status == -1 else status), len(others)
 
 
-def child_main(sock_fd, cuda, no_pch):
+def child_main(sock_fd, cuda, no_pch, full_cuda_header):
     """In the forked child: becomes the candidate's process."""
     try:
         os.setsid()
@@ -130,7 +130,11 @@ def child_main(sock_fd, cuda, no_pch):
                                        install_library_reuse, install_torch_pch)
         install_crash_safe_lock(cpp_extension)
         install_build_reuse(cpp_extension)
-        install_library_reuse(cpp_extension)
+        if not full_cuda_header:
+            from .light_cuda_header import install_light_cuda_header
+            install_light_cuda_header(cpp_extension, log=lambda m: print(
+                "kbrl candidate build: " + m, file=sys.stderr, flush=True))
+        install_library_reuse(cpp_extension)  # outside the light header's fallback: reuse first
         if not no_pch:
             install_torch_pch(cpp_extension)
         ch = Channel(socket.socket(fileno=sock_fd))
@@ -155,6 +159,7 @@ def main(argv=None):
     ap.add_argument("--control-fd", type=int, required=True)
     ap.add_argument("--device", choices=("cuda", "cpu"), required=True)
     ap.add_argument("--no-pch", action="store_true")
+    ap.add_argument("--full-cuda-header", action="store_true")
     args = ap.parse_args(argv)
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     prctl(PR_SET_CHILD_SUBREAPER, 1)
@@ -180,7 +185,7 @@ def main(argv=None):
             pid = os.fork()
             if pid == 0:
                 control.sock.close()
-                child_main(fds[0], args.device == "cuda", args.no_pch)
+                child_main(fds[0], args.device == "cuda", args.no_pch, args.full_cuda_header)
             os.close(fds[0])
             children.add(pid)
             control.send({"id": rid, "pid": pid})

@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""CUDA candidate builds with torch's full headers against kbrl's light header
+(tools/kbrl_eval/light_cuda_header.py), on the candidate set of make_candidates.py.
+
+Each build is one fresh Python process running the candidate's module-level load_inline, as a
+kbrl builder does: the precompiled torch/extension.h for main.cpp in both modes, the light
+header for cuda.cu in mode `light`. A build's time is from after `import torch` to the loaded
+extension. Duplicates are built once. Then, for every source built both ways:
+  - the kernels' SASS (cuobjdump), internal-linkage name hashes aside, must be identical;
+  - ModelNew's output on the problem's inputs (same seed) must be bitwise identical.
+
+    build_times.py --candidates C --kernelbench KB --out OUT [--jobs 12] [--lone 3]
+        [--limit SECONDS]
+
+OUT/build_times.json holds every build and check; the summary goes to stdout. --lone N also
+builds N sources alone (one build on the machine at a time), both ways, into fresh folders."""
+
+import argparse
+import concurrent.futures as futures
+import hashlib
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOOLS = os.path.join(HERE, "..", "..", "tools")
+
+# kbrl's build hooks, installed in the order a candidate process installs them
+# (tools/kbrl_eval/zygote.py, child_main).
+HOOKS = r"""
+import os, sys
+sys.path.insert(0, sys.argv[1])
+import torch, torch.utils.cpp_extension as ce
+from kbrl_eval.extension_builds import (install_build_reuse, install_library_reuse,
+                                        install_torch_pch)
+install_build_reuse(ce)
+if os.environ["KBRL_BUILD_MODE"] == "light":
+    from kbrl_eval.light_cuda_header import install_light_cuda_header
+    install_light_cuda_header(ce, log=lambda m: print("FALLBACK " + m, file=sys.stderr))
+install_library_reuse(ce)
+install_torch_pch(ce)
+"""
+
+# Runs in the build process: kbrl's build hooks as a candidate process installs them, then the
+# candidate's module (its load_inline).
+BUILD_DRIVER = HOOKS + r"""
+import time, json
+t0 = time.perf_counter()
+ok, err = True, ""
+try:
+    exec(compile(open(sys.argv[2]).read(), sys.argv[2], "exec"), {"__name__": "candidate"})
+except BaseException as e:
+    ok, err = False, str(e)[-2000:]
+print(json.dumps({"seconds": time.perf_counter() - t0, "ok": ok, "error": err}))
+"""
+
+# Runs ModelNew once on the problem's inputs (the build is found and loaded); prints the
+# output's sha256.
+RUN_DRIVER = HOOKS + r"""
+import hashlib, importlib.util
+def load(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m); return m
+problem = load(sys.argv[2], "problem")
+cand = load(sys.argv[3], "candidate")
+torch.manual_seed(0)
+init = problem.get_init_inputs()
+torch.manual_seed(0)
+model = cand.ModelNew(*init).cuda()
+torch.manual_seed(1)
+inputs = [x.cuda() if torch.is_tensor(x) else x for x in problem.get_inputs()]
+with torch.no_grad():
+    out = model(*inputs)
+torch.cuda.synchronize()
+outs = out if isinstance(out, (tuple, list)) else [out]
+h = hashlib.sha256()
+for o in outs:
+    h.update(o.detach().contiguous().view(torch.uint8).cpu().numpy().tobytes())
+print(h.hexdigest())
+"""
+
+
+def build(candidate, mode, ext_dir, log_dir):
+    env = dict(os.environ, TORCH_EXTENSIONS_DIR=ext_dir, KBRL_BUILD_MODE=mode)
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", BUILD_DRIVER, TOOLS, candidate],
+                          env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=900)
+    wall = time.monotonic() - t0
+    name = os.path.basename(candidate)
+    with open(os.path.join(log_dir, "%s.%s.log" % (name, mode)), "wb") as f:
+        f.write(proc.stdout + b"\n" + proc.stderr)
+    try:
+        result = json.loads(proc.stdout.decode().strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        result = {"seconds": None, "ok": False, "error": proc.stderr.decode()[-2000:]}
+    result.update(candidate=name, mode=mode, process_wall=wall,
+                  fallback=b"FALLBACK" in proc.stderr)
+    return result
+
+
+def build_all(candidates, mode, ext_dir, log_dir, jobs, deadline):
+    results = []
+    with futures.ThreadPoolExecutor(jobs) as pool:
+        pending = {}
+        for c in candidates:
+            if time.monotonic() > deadline:
+                break
+            pending[pool.submit(build, c, mode, ext_dir, log_dir)] = c
+        for f in futures.as_completed(pending):
+            results.append(f.result())
+    return results
+
+
+def sass_of(ext_dir, name):
+    """The SASS of every kernel in the extension built for candidate `name`, with the
+    internal-linkage hashes nvcc derives from the file's path and name taken out."""
+    sos = [os.path.join(r, f) for r, _, fs in os.walk(ext_dir) for f in fs
+           if f.endswith(".so") and name in r]
+    if len(sos) != 1:
+        return None
+    tool = shutil.which("cuobjdump") or "/usr/local/cuda/bin/cuobjdump"
+    out = subprocess.run([tool, "-sass", sos[0]], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT).stdout.decode(errors="replace")
+    out = re.sub(r"_INTERNAL_[0-9a-f]{8}_\d+_\w+?_cu_[0-9a-f]+", "_INTERNAL_", out)
+    return "\n".join(l for l in out.splitlines() if "Fatbin" not in l and "code for" not in l
+                     and "arch =" not in l and "identifier =" not in l)
+
+
+def ext_name(candidate_path):
+    with open(candidate_path) as f:
+        m = re.search(r'name\s*=\s*"([^"]+)"', f.read())
+    return m.group(1) if m else None
+
+
+def output_hash(problem, candidate, ext_dir, mode):
+    env = dict(os.environ, TORCH_EXTENSIONS_DIR=ext_dir, KBRL_BUILD_MODE=mode)
+    proc = subprocess.run([sys.executable, "-c", RUN_DRIVER, TOOLS, problem, candidate], env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600)
+    return proc.stdout.decode().strip() if proc.returncode == 0 else None
+
+
+def summarize(rows):
+    ok = [r["seconds"] for r in rows if r["ok"] and r["seconds"] is not None]
+    if not ok:
+        return "none built"
+    return "%d built, %d failed; mean %.1f s, median %.1f s, max %.1f s" % (
+        len(ok), len(rows) - len(ok), statistics.mean(ok), statistics.median(ok), max(ok))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--candidates", required=True)
+    ap.add_argument("--kernelbench", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--jobs", type=int, default=12)
+    ap.add_argument("--lone", type=int, default=3)
+    ap.add_argument("--check-jobs", type=int, default=4)
+    ap.add_argument("--limit", type=float, default=500)
+    args = ap.parse_args()
+    deadline = time.monotonic() + args.limit
+    os.makedirs(args.out, exist_ok=True)
+    logs = os.path.join(args.out, "logs")
+    os.makedirs(logs, exist_ok=True)
+    manifest = json.load(open(os.path.join(args.candidates, "manifest.json")))
+    unique = [e for e in manifest if not e.get("duplicate_of") and e.get("backend") == "cuda"]
+    paths = {e["candidate"]: os.path.join(args.candidates, e["candidate"]) for e in unique}
+    report = {"jobs": args.jobs, "sources": len(unique)}
+    scratch = "/tmp/kbrl-build-times"
+    shutil.rmtree(scratch, ignore_errors=True)
+    dirs = {m: os.path.join(scratch, m) for m in ("light", "full")}
+    # the precompiled torch/extension.h both modes use, made before anything is timed
+    warm = build(next(iter(paths.values())), "full", os.path.join(scratch, "warm-up"), logs)
+    print("warm-up build (makes the precompiled header): %.1f s" % warm["process_wall"])
+    for mode in ("light", "full"):
+        t0 = time.monotonic()
+        rows = build_all(list(paths.values()), mode, dirs[mode], logs, args.jobs, deadline)
+        report[mode] = {"wall": time.monotonic() - t0, "builds": rows}
+        print("%s, %d at a time: %s; %.1f s wall, %d fell back to the full header"
+              % (mode, args.jobs, summarize(rows), report[mode]["wall"],
+                 sum(r["fallback"] for r in rows)), flush=True)
+    # the same sources both ways: kernels and outputs
+    built = {m: {r["candidate"] for r in report[m]["builds"] if r["ok"]} for m in dirs}
+    def check(e):
+        c = e["candidate"]
+        name = ext_name(paths[c])
+        sass = {m: sass_of(dirs[m], name) for m in dirs}
+        problem = os.path.join(args.kernelbench, e["problem"])
+        outs = {m: output_hash(problem, paths[c], dirs[m], m) for m in dirs}
+        return {"candidate": c, "kind": e["kind"],
+                "sass_identical": sass["light"] is not None and sass["light"] == sass["full"],
+                "output_identical": outs["light"] is not None and outs["light"] == outs["full"],
+                "outputs": outs}
+
+    both = [e for e in unique if e["candidate"] in built["light"] and e["candidate"] in built["full"]]
+    with futures.ThreadPoolExecutor(args.check_jobs) as pool:
+        checks = list(pool.map(check, both))
+    report["checks"] = checks
+    attempted = {m: {r["candidate"] for r in report[m]["builds"]} for m in dirs}
+    differ = sorted(c for c in attempted["light"] & attempted["full"]
+                    if (c in built["light"]) != (c in built["full"]))
+    report["build_outcome_differs"] = differ
+    print("built in one mode and not the other: %s" % (", ".join(differ) or "none"))
+    print("both ways: %d sources; SASS identical %d, outputs bitwise identical %d"
+          % (len(checks), sum(c["sass_identical"] for c in checks),
+             sum(c["output_identical"] for c in checks)), flush=True)
+    # alone on the machine
+    lone = {"light": [], "full": []}
+    ok_both = [c for c in paths if c in built["light"] and c in built["full"]][:args.lone]
+    for c in ok_both:
+        for mode in ("light", "full"):
+            if time.monotonic() > deadline:
+                break
+            d = os.path.join(scratch, "lone-" + mode + "-" + c)
+            lone[mode].append(build(paths[c], mode, d, logs))
+    report["lone"] = lone
+    for mode in ("light", "full"):
+        print("%s, alone: %s" % (mode, summarize(lone[mode])), flush=True)
+    with open(os.path.join(args.out, "build_times.json"), "w") as f:
+        json.dump(report, f, indent=1)
+    subprocess.run([sys.executable, os.path.join(HERE, "ninja_steps.py"), dirs["light"]])
+    subprocess.run([sys.executable, os.path.join(HERE, "ninja_steps.py"), dirs["full"]])
+
+
+if __name__ == "__main__":
+    main()

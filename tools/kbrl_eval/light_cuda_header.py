@@ -1,0 +1,120 @@
+"""A lighter torch header for the CUDA half of load_inline builds, with the full one as fallback.
+
+nvcc parses every header a .cu file includes three times (cudafe++ and cicc, then the host
+compiler), and it has no precompiled headers. A candidate's `#include <torch/extension.h>`
+brings in Python, pybind11 and all of the C++ frontend (torch/all.h), which a kernel file does
+not use: on torch 2.11 that is about two thirds of a CUDA build's time. Before a build this
+writes, beside each .cu source, a copy whose torch includes name kbrl_torch_light.h instead
+(ATen and torch/types.h's names; the header says what it leaves out) and builds that. When the
+light copy does not compile, the source is built again as written, so a candidate that needs
+the full header still gets it, and its compile errors are those of the source as written.
+
+KBRL_EVAL_FULL_CUDA_HEADER=1 (or the worker's --full-cuda-header) turns this off."""
+
+import os
+import re
+
+HEADER_NAME = "kbrl_torch_light.h"
+LIGHT_SUFFIX = ".kbrl-light.cu"
+HEADER_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), HEADER_NAME)
+
+# The includes the light header stands in for (load_inline itself puts <torch/types.h> first).
+_REPLACED_INCLUDE = re.compile(
+    r'^[ \t]*#[ \t]*include[ \t]*[<"]torch/(extension|types|torch|all)\.h[>"][^\n]*$', re.M)
+
+# What the light header would give another meaning or leave out on purpose: sources that
+# mention these are built with the full header straight away. Only requires_grad changes a
+# result (autograd's torch::empty & co. honour it, at::empty refuses it at run time); the rest
+# would only fail to compile, which costs a wasted light build before the fallback.
+_NEEDS_FULL_HEADER = re.compile(
+    r"requires_grad|pybind11|PYBIND11_|\bpy::|\bPy(Object|_\w+|[A-Z][a-z]+_[A-Za-z]\w*)|\bTHP[A-Z]\w*"
+    r"|torch::(autograd|nn|optim|jit|data|serialize|python|cuda|utils|Library|class_)\b"
+    r"|torch::(tensor|save|load)\s*\(|TORCH_LIBRARY|\bIValue\b")
+
+
+def light_source(text):
+    """The light copy of a CUDA source's text, or None when it should be built as written:
+    it includes none of the replaced headers, or mentions what the light header lacks."""
+    if _NEEDS_FULL_HEADER.search(text) or not _REPLACED_INCLUDE.search(text):
+        return None
+    # one line for one line: a line number in the copy is the same line in the source
+    return _REPLACED_INCLUDE.sub('#include "%s"  // kbrl: light torch header' % HEADER_NAME,
+                                 text)
+
+
+def _write_if_changed(path, text):
+    """Writes text to path unless it already holds it (an unchanged mtime lets ninja skip)."""
+    try:
+        with open(path) as f:
+            if f.read() == text:
+                return
+    except OSError:
+        pass
+    tmp = "%s.%d.tmp" % (path, os.getpid())
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def read_header():
+    with open(HEADER_PATH) as f:
+        return f.read()
+
+
+def write_light_sources(sources, build_directory, header_text=None):
+    """The source list to build with the light header (each .cu with a light copy replaced by
+    that copy, written into build_directory with the header beside it), or None when no source
+    has a light copy."""
+    out, changed = [], False
+    for src in sources:
+        light = None
+        if src.endswith(".cu") and not src.endswith(LIGHT_SUFFIX):
+            with open(src, errors="replace") as f:
+                light = light_source(f.read())
+        if light is None:
+            out.append(src)
+            continue
+        base = os.path.basename(src)[:-len(".cu")]
+        path = os.path.join(build_directory, base + LIGHT_SUFFIX)
+        _write_if_changed(path, light)
+        out.append(path)
+        changed = True
+    if not changed:
+        return None
+    _write_if_changed(os.path.join(build_directory, HEADER_NAME),
+                      read_header() if header_text is None else header_text)
+    return out
+
+
+def install_light_cuda_header(cpp_extension, log=None):
+    """Wraps torch's build step: a build with light copies first, and when it fails, the
+    build of the sources as written. `log(message)` hears of each fallback. The header is read
+    now, before any candidate code runs in this process."""
+    original = getattr(cpp_extension, "_write_ninja_file_and_build_library", None)
+    if original is None or getattr(original, "_kbrl_light_header", False):
+        return
+    import inspect
+    signature = inspect.signature(original)
+    header_text = read_header()
+
+    def build_library(*args, **kwargs):
+        try:
+            bound = signature.bind(*args, **kwargs)
+            light = write_light_sources(bound.arguments["sources"],
+                                        bound.arguments["build_directory"], header_text)
+        except BaseException:  # noqa: BLE001 - a missing speed-up is not an error
+            light = None
+        if light is None:
+            return original(*args, **kwargs)
+        bound.arguments["sources"] = light
+        try:
+            return original(*bound.args, **bound.kwargs)
+        except RuntimeError as e:  # torch's "Error building extension"
+            if log is not None:
+                first = next((l for l in str(e).splitlines() if "error" in l), str(e)[:200])
+                log("the light torch header did not compile (%s); building with the full one"
+                    % first.strip()[:300])
+            return original(*args, **kwargs)
+
+    build_library._kbrl_light_header = True
+    cpp_extension._write_ninja_file_and_build_library = build_library

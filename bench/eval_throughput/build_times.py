@@ -12,12 +12,13 @@ extension. Duplicates are built once. Then, for every source built both ways:
     build_times.py --candidates C --kernelbench KB --out OUT [--jobs 12] [--lone 3]
         [--limit SECONDS]
 
-OUT/build_times.json holds every build and check; the summary goes to stdout. --lone N also
-builds N sources alone (one build on the machine at a time), both ways, into fresh folders."""
+OUT/build_times.json holds every build and check, written after each phase (a call that runs
+out of time keeps what was done); the summary goes to stdout. Phases: the builds 12 at a time,
+light then full; build outcomes and SASS compared; --lone N sources built alone (one build on
+the machine at a time), both ways, into fresh folders; outputs compared, while --limit lasts."""
 
 import argparse
 import concurrent.futures as futures
-import hashlib
 import json
 import os
 import re
@@ -183,47 +184,65 @@ def main():
         print("%s, %d at a time: %s; %.1f s wall, %d fell back to the full header"
               % (mode, args.jobs, summarize(rows), report[mode]["wall"],
                  sum(r["fallback"] for r in rows)), flush=True)
-    # the same sources both ways: kernels and outputs
+    save(args.out, report)
     built = {m: {r["candidate"] for r in report[m]["builds"] if r["ok"]} for m in dirs}
-    def check(e):
-        c = e["candidate"]
-        name = ext_name(paths[c])
-        sass = {m: sass_of(dirs[m], name) for m in dirs}
-        problem = os.path.join(args.kernelbench, e["problem"])
-        outs = {m: output_hash(problem, paths[c], dirs[m], m) for m in dirs}
-        return {"candidate": c, "kind": e["kind"],
-                "sass_identical": sass["light"] is not None and sass["light"] == sass["full"],
-                "output_identical": outs["light"] is not None and outs["light"] == outs["full"],
-                "outputs": outs}
-
-    both = [e for e in unique if e["candidate"] in built["light"] and e["candidate"] in built["full"]]
-    with futures.ThreadPoolExecutor(args.check_jobs) as pool:
-        checks = list(pool.map(check, both))
-    report["checks"] = checks
     attempted = {m: {r["candidate"] for r in report[m]["builds"]} for m in dirs}
-    differ = sorted(c for c in attempted["light"] & attempted["full"]
-                    if (c in built["light"]) != (c in built["full"]))
-    report["build_outcome_differs"] = differ
-    print("built in one mode and not the other: %s" % (", ".join(differ) or "none"))
-    print("both ways: %d sources; SASS identical %d, outputs bitwise identical %d"
-          % (len(checks), sum(c["sass_identical"] for c in checks),
-             sum(c["output_identical"] for c in checks)), flush=True)
+    report["build_outcome_differs"] = sorted(
+        c for c in attempted["light"] & attempted["full"]
+        if (c in built["light"]) != (c in built["full"]))
+    print("built in one mode and not the other: %s"
+          % (", ".join(report["build_outcome_differs"]) or "none"))
+    both = [e for e in unique if e["candidate"] in built["light"] and e["candidate"] in built["full"]]
+    # the kernels of each source built both ways (fast: no GPU)
+    report["sass"] = {}
+    for e in both:
+        name = ext_name(paths[e["candidate"]])
+        sass = {m: sass_of(dirs[m], name) for m in dirs}
+        report["sass"][e["candidate"]] = sass["light"] is not None and sass["light"] == sass["full"]
+    print("both ways: %d sources; SASS identical %d" % (len(both), sum(report["sass"].values())),
+          flush=True)
+    save(args.out, report)
+    for row in ninja_steps(dirs):
+        print(row)
     # alone on the machine
-    lone = {"light": [], "full": []}
-    ok_both = [c for c in paths if c in built["light"] and c in built["full"]][:args.lone]
-    for c in ok_both:
+    report["lone"] = {"light": [], "full": []}
+    for e in both[:args.lone]:
         for mode in ("light", "full"):
-            if time.monotonic() > deadline:
-                break
-            d = os.path.join(scratch, "lone-" + mode + "-" + c)
-            lone[mode].append(build(paths[c], mode, d, logs))
-    report["lone"] = lone
+            if time.monotonic() < deadline:
+                d = os.path.join(scratch, "lone-" + mode + "-" + e["candidate"])
+                report["lone"][mode].append(build(paths[e["candidate"]], mode, d, logs))
     for mode in ("light", "full"):
-        print("%s, alone: %s" % (mode, summarize(lone[mode])), flush=True)
-    with open(os.path.join(args.out, "build_times.json"), "w") as f:
+        print("%s, alone: %s" % (mode, summarize(report["lone"][mode])), flush=True)
+    save(args.out, report)
+
+    # ModelNew's outputs, same seeds, each source built both ways (slowest: last)
+    def check(e):
+        if time.monotonic() > deadline:
+            return None
+        problem = os.path.join(args.kernelbench, e["problem"])
+        outs = {m: output_hash(problem, paths[e["candidate"]], dirs[m], m) for m in dirs}
+        return {"candidate": e["candidate"], "kind": e["kind"], "outputs": outs,
+                "identical": outs["light"] is not None and outs["light"] == outs["full"]}
+
+    with futures.ThreadPoolExecutor(args.check_jobs) as pool:
+        report["outputs"] = [r for r in pool.map(check, both) if r is not None]
+    print("outputs compared for %d of %d sources: bitwise identical %d"
+          % (len(report["outputs"]), len(both), sum(r["identical"] for r in report["outputs"])))
+    save(args.out, report)
+
+
+def save(out, report):
+    with open(os.path.join(out, "build_times.json"), "w") as f:
         json.dump(report, f, indent=1)
-    subprocess.run([sys.executable, os.path.join(HERE, "ninja_steps.py"), dirs["light"]])
-    subprocess.run([sys.executable, os.path.join(HERE, "ninja_steps.py"), dirs["full"]])
+
+
+def ninja_steps(dirs):
+    rows = []
+    for mode, d in dirs.items():
+        proc = subprocess.run([sys.executable, os.path.join(HERE, "ninja_steps.py"), d],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        rows.append("build steps, %s:\n%s" % (mode, proc.stdout.decode(errors="replace")))
+    return rows
 
 
 if __name__ == "__main__":

@@ -162,6 +162,16 @@ class FallbackTest(unittest.TestCase):
         self.assertEqual(len(said), 1)
         self.assertIn("special_thing", said[0])
 
+    def test_the_wrapper_keeps_torchs_signature_for_the_wrappers_around_it(self):
+        import inspect
+        module = fake_cpp_extension(fail_light=False)
+        original = inspect.signature(module._write_ninja_file_and_build_library)
+        light.install_light_cuda_header(module)
+        wrapped = inspect.signature(module._write_ninja_file_and_build_library)
+        self.assertEqual(wrapped, original)
+        self.assertIn("build_directory", wrapped.bind(
+            "x", [self.cu], [], [], [], [], self.dir, False, True).arguments)
+
     def test_installing_twice_wraps_once(self):
         module = fake_cpp_extension(fail_light=True)
         light.install_light_cuda_header(module)

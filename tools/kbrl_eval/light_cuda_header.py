@@ -93,10 +93,14 @@ def install_light_cuda_header(cpp_extension, log=None):
     original = getattr(cpp_extension, "_write_ninja_file_and_build_library", None)
     if original is None or getattr(original, "_kbrl_light_header", False):
         return
+    import functools
     import inspect
     signature = inspect.signature(original)
     header_text = read_header()
 
+    # wraps: the wrappers installed around this one (install_library_reuse) bind torch's
+    # arguments by name through inspect.signature, which follows __wrapped__
+    @functools.wraps(original)
     def build_library(*args, **kwargs):
         try:
             bound = signature.bind(*args, **kwargs)

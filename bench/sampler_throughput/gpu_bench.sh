@@ -8,6 +8,8 @@
 # generate --profile): the longest kernels per decode step go to kbrl.log, the trace to /tmp.
 # KBRL_COMPARE_SDPA=1 also runs kbrl with KBRL_DECODE_ATTENTION=sdpa (decode attention through
 # at::scaled_dot_product_attention instead of kbrl's kernel) on the same batches, graphs on.
+# KBRL_COMPARE_GROUPED=1 also runs kbrl with KBRL_DECODE_ATTENTION=grouped (the kernel that
+# serves a whole GQA group per block, for batches above 1) on the same batches, graphs on.
 set -uo pipefail
 out=$1
 batches=${2:-1,32,128}
@@ -25,6 +27,12 @@ if [ "${KBRL_COMPARE_SDPA:-0}" = 1 ]; then
   KBRL_DECODE_ATTENTION=sdpa build-gpu/kbrl-bench-generate --config "$here/qwen2-1.5b.config.json" \
     --dir /tmp/kbrl-qwen2-1.5b --batch "$batches" --cuda-graphs on --device cuda --dtype bf16 \
     --out "$out/kbrl-sdpa.json" 2>&1 | sed 's/^/[sdpa] /' | tee "$out/kbrl-sdpa.log"
+fi
+if [ "${KBRL_COMPARE_GROUPED:-0}" = 1 ]; then
+  KBRL_DECODE_ATTENTION=grouped build-gpu/kbrl-bench-generate \
+    --config "$here/qwen2-1.5b.config.json" --dir /tmp/kbrl-qwen2-1.5b --batch "$batches" \
+    --cuda-graphs on --device cuda --dtype bf16 --out "$out/kbrl-grouped.json" 2>&1 \
+    | sed 's/^/[grouped] /' | tee "$out/kbrl-grouped.log"
 fi
 python3 "$here/transformers_generate.py" --config "$here/qwen2-1.5b.config.json" \
   --batch "$batches" --out "$out/peer.json" 2>&1 | grep -v Warning | tee "$out/peer.log"

@@ -37,6 +37,19 @@ at::Tensor lora_term(const linear_layer& l, const at::Tensor& x, at::ScalarType 
   return (delta * l.lora.scaling).to(dtype);
 }
 
+/// decode_attention_kind::from_environment resolved: KBRL_DECODE_ATTENTION, read once (to compare
+/// the kinds on a device, as bench/sampler_throughput/gpu_bench.sh does).
+decode_attention_kind decode_attention_from_environment() {
+  static const decode_attention_kind kind = [] {
+    const char* choice = std::getenv("KBRL_DECODE_ATTENTION");
+    const std::string text = choice == nullptr ? "" : choice;
+    return text == "sdpa"      ? decode_attention_kind::sdpa
+           : text == "grouped" ? decode_attention_kind::grouped
+                               : decode_attention_kind::standard;
+  }();
+  return kind;
+}
+
 #if KBRL_WITH_FUSED_KERNELS
 
 cuda::element_type element_type_of(at::ScalarType t) {
@@ -48,17 +61,6 @@ cuda::element_type element_type_of(at::ScalarType t) {
   default:
     return cuda::element_type::f32;
   }
-}
-
-/// Whether decode steps use the decode attention kernel (the default) or the composition through
-/// at::scaled_dot_product_attention: KBRL_DECODE_ATTENTION=sdpa picks the latter, to compare the
-/// two on a device (bench/sampler_throughput/gpu_bench.sh does).
-bool decode_attention_kernel_wanted() {
-  static const bool wanted = [] {
-    const char* choice = std::getenv("KBRL_DECODE_ATTENTION");
-    return choice == nullptr || std::string(choice) != "sdpa";
-  }();
-  return wanted;
 }
 
 void check_launch(cudaError_t err, const char* what) {
@@ -262,7 +264,8 @@ attention_inputs rope_qkv(const at::Tensor& qkv, const qkv_layout& l,
 // ---- decode attention ----------------------------------------------------------------------------
 
 at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
-                            const at::Tensor& positions, const at::Tensor& mask) {
+                            const at::Tensor& positions, const at::Tensor& mask,
+                            decode_attention_kind kind) {
   TORCH_CHECK(q.dim() == 4 && q.size(2) == 1 && keys.dim() == 4 && keys.sizes() == values.sizes()
                 && keys.size(0) == q.size(0) && keys.size(3) == q.size(3) && keys.size(1) > 0
                 && q.size(1) % keys.size(1) == 0,
@@ -270,15 +273,21 @@ at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& keys, const a
               "kv_heads, key_len, dim], got ", q.sizes(), ", ", keys.sizes(), ", ", values.sizes());
   TORCH_CHECK(positions.dim() == 2 && positions.size(0) == q.size(0) && positions.size(1) == 1,
               "decode_attention: expected positions [batch, 1], got ", positions.sizes());
+  if (kind == decode_attention_kind::from_environment)
+    kind = decode_attention_from_environment();
 #if KBRL_WITH_FUSED_KERNELS
   const int64_t batch = q.size(0), heads = q.size(1), dim = q.size(3), key_len = keys.size(2);
   const int64_t vector = 16 / static_cast<int64_t>(q.element_size());
-  // One sequence only: there the kernel was measured faster than cuDNN's SDPA (H100, Qwen2-1.5B
-  // shapes, 768-position bucket: 6.5 + 3.4 us against 18.7 us per layer, 2.40 against 2.65 ms
-  // per decode step); at batch 32 and 128 it was slower (3.90 / 8.55 ms per step against 3.22 /
-  // 5.36), as each block rereads its kv head's cache for every query head of the group.
-  const bool fits = batch == 1 && decode_attention_kernel_wanted() && fused_kernel_applies(q)
-                    && same_place(keys, q) && same_place(values, q)
+  // The per-head kernel serves one sequence: there it was measured faster than cuDNN's SDPA
+  // (H100, Qwen2-1.5B shapes, 768-position bucket: 6.5 + 3.4 us against 18.7 us per layer, 2.40
+  // against 2.65 ms per decode step); at batch 32 and 128 it was slower (3.90 / 8.55 ms per step
+  // against 3.22 / 5.36), as each block rereads its kv head's cache for every query head of the
+  // group. The grouped kernel reads each cached row once; until it is measured against SDPA on
+  // a device it serves several sequences only with KBRL_DECODE_ATTENTION=grouped.
+  const bool grouped = batch > 1 && kind == decode_attention_kind::grouped
+                       && q.size(1) / keys.size(1) <= 8; // cuda::decode_max_group
+  const bool fits = (batch == 1 ? kind != decode_attention_kind::sdpa : grouped)
+                    && fused_kernel_applies(q) && same_place(keys, q) && same_place(values, q)
                     && keys.strides() == values.strides() && keys.stride(3) == 1
                     && positions.device() == q.device() && dim > 0 && dim <= 256
                     && dim % vector == 0 && key_len > 0;
@@ -292,17 +301,27 @@ at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& keys, const a
     shape.kv_heads = keys.size(1);
     shape.head_dim = dim;
     shape.key_len = key_len;
-    shape.splits = cuda::decode_attention_splits(key_len);
+    const int64_t keys_per_split =
+      grouped ? cuda::decode_attention_group_keys_per_split(
+                  batch, shape.kv_heads, key_len,
+                  at::cuda::getDeviceProperties(q.device().index())->multiProcessorCount)
+              : cuda::decode_chunk_keys;
+    shape.splits = (key_len + keys_per_split - 1) / keys_per_split;
     shape.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)));
     const auto in = q.contiguous();
     const auto where = positions.to(at::kLong).contiguous();
     auto partials = at::empty({batch * heads * shape.splits, dim + 2},
                               q.options().dtype(at::kFloat));
     auto out = at::empty({batch, heads, 1, dim}, q.options());
-    const auto err = cuda::decode_attention(
-      element_type_of(q.scalar_type()), in.data_ptr(), kv, where.data_ptr<int64_t>(),
-      partials.data_ptr<float>(), out.data_ptr(), shape,
-      at::cuda::getCurrentCUDAStream(q.device().index()));
+    const auto stream = at::cuda::getCurrentCUDAStream(q.device().index());
+    const auto err =
+      grouped ? cuda::decode_attention_grouped(element_type_of(q.scalar_type()), in.data_ptr(),
+                                               kv, where.data_ptr<int64_t>(),
+                                               partials.data_ptr<float>(), out.data_ptr(), shape,
+                                               keys_per_split, stream)
+              : cuda::decode_attention(element_type_of(q.scalar_type()), in.data_ptr(), kv,
+                                       where.data_ptr<int64_t>(), partials.data_ptr<float>(),
+                                       out.data_ptr(), shape, stream);
     if (err != cudaErrorInvalidValue) { // invalid: the cache's alignment; the composition below
       check_launch(err, "decode_attention");
       return out;

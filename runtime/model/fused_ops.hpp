@@ -10,7 +10,7 @@
 //   rope_qkv          q/k RMSNorm (qwen3), RoPE, kv-cache write  (~20 kernels -> 1)
 //   swiglu            silu(gate) * up                            (2 -> 1)
 //   decode_attention  one query per sequence over its cache      (SDPA's kernel -> 2 split-key
-//                     kernels; one sequence only, see there)
+//                     kernels; one sequence, or several on request, see there)
 //
 // The fused kernels reproduce libtorch's roundings step by step (cuda/fused_kernels.hpp), so
 // they agree with the composition bit for bit except for the order of float32 sums (RMSNorm);
@@ -90,10 +90,19 @@ attention_inputs rope_qkv(const at::Tensor& qkv, const qkv_layout& layout,
 /// positions[b]], what that mask allows. Returns [batch, heads, 1, head_dim] in q's dtype. On
 /// CUDA, for one sequence, a split-key kernel reads the positions instead of the mask
 /// (cuda/decode_attention_kernel.cuh; float32 softmax, so within the dtype's rounding of
-/// grouped_attention's result, not bit-equal; KBRL_DECODE_ATTENTION=sdpa switches it off);
-/// otherwise grouped_attention() with `mask`.
+/// grouped_attention's result, not bit-equal), and with `grouped` for several sequences the
+/// kernel that serves a whole GQA group per block (cuda/decode_attention_group_kernel.cuh);
+/// otherwise grouped_attention() with `mask`. `from_environment` reads KBRL_DECODE_ATTENTION
+/// once (unset: standard; `sdpa`; `grouped`).
+enum class decode_attention_kind {
+  from_environment,
+  standard, ///< the per-head kernel for one sequence, grouped_attention() for several
+  sdpa,     ///< grouped_attention() always
+  grouped,  ///< the per-head kernel for one sequence, the grouped kernel for several
+};
 at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
-                            const at::Tensor& positions, const at::Tensor& mask);
+                            const at::Tensor& positions, const at::Tensor& mask,
+                            decode_attention_kind kind = decode_attention_kind::from_environment);
 
 /// True when the weights (or the biases) of `parts` are consecutive row blocks of `fused`, in
 /// order and covering it: what fuse_rows() leaves behind. All undefined (no biases) counts as

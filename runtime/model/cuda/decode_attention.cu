@@ -1,5 +1,7 @@
-// The launcher of decode_attention_kernel.cuh for each element type (fused_kernels.hpp).
+// The launchers of decode_attention_kernel.cuh and decode_attention_group_kernel.cuh for each
+// element type (fused_kernels.hpp).
 
+#include "runtime/model/cuda/decode_attention_group_kernel.cuh"
 #include "runtime/model/cuda/decode_attention_kernel.cuh"
 
 #include <cstdint>
@@ -39,7 +41,52 @@ cudaError_t launch(const void* q, const decode_kv& kv, const int64_t* positions,
   return cudaGetLastError();
 }
 
+template <class T>
+cudaError_t launch_grouped(const void* q, const decode_kv& kv, const int64_t* positions,
+                           float* partials, void* out, const decode_attention_shape& shape,
+                           int64_t keys_per_split, cudaStream_t stream) {
+  constexpr int64_t V = vector16<T>::size;
+  const int64_t bytes = sizeof(T);
+  if (shape.head_dim <= 0 || shape.head_dim > decode_max_head_dim || shape.head_dim % V != 0
+      || shape.kv_heads <= 0 || shape.heads % shape.kv_heads != 0
+      || shape.heads / shape.kv_heads > decode_max_group || shape.key_len <= 0
+      || keys_per_split <= 0 || keys_per_split % decode_keys_per_block != 0
+      || shape.splits != (shape.key_len + keys_per_split - 1) / keys_per_split
+      || !aligned16(kv.keys) || !aligned16(kv.values) || (kv.batch_stride * bytes) % 16 != 0
+      || (kv.head_stride * bytes) % 16 != 0 || (kv.position_stride * bytes) % 16 != 0)
+    return cudaErrorInvalidValue;
+  if (shape.batch <= 0 || shape.heads <= 0)
+    return cudaSuccess;
+  const int64_t blocks = shape.batch * shape.kv_heads * shape.splits;
+  decode_attention_group_partial_kernel<T>
+    <<<static_cast<unsigned>(blocks), decode_keys_per_block, 0, stream>>>(
+      static_cast<const T*>(q), kv, positions, partials, shape, keys_per_split);
+  if (const auto err = cudaGetLastError(); err != cudaSuccess)
+    return err;
+  const unsigned threads = static_cast<unsigned>(warp_multiple(shape.head_dim, 256));
+  decode_attention_merge_kernel<T>
+    <<<static_cast<unsigned>(shape.batch * shape.heads), threads, 0, stream>>>(
+      partials, static_cast<T*>(out), shape);
+  return cudaGetLastError();
+}
+
 } // namespace
+
+cudaError_t decode_attention_grouped(element_type type, const void* q, const decode_kv& kv,
+                                     const int64_t* positions, float* partials, void* out,
+                                     const decode_attention_shape& shape, int64_t keys_per_split,
+                                     cudaStream_t stream) {
+  switch (type) {
+  case element_type::f32:
+    return launch_grouped<float>(q, kv, positions, partials, out, shape, keys_per_split, stream);
+  case element_type::f16:
+    return launch_grouped<__half>(q, kv, positions, partials, out, shape, keys_per_split, stream);
+  case element_type::bf16:
+    return launch_grouped<__nv_bfloat16>(q, kv, positions, partials, out, shape, keys_per_split,
+                                         stream);
+  }
+  return cudaErrorInvalidValue;
+}
 
 cudaError_t decode_attention(element_type type, const void* q, const decode_kv& kv,
                              const int64_t* positions, float* partials, void* out,

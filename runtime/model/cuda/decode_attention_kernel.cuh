@@ -31,6 +31,7 @@ namespace kbrl::model::cuda {
 
 /// Keys per block of the first kernel, and its threads: one thread per key for the scores.
 constexpr int decode_keys_per_block = 128;
+static_assert(decode_keys_per_block == decode_chunk_keys, "fused_kernels.hpp counts on it");
 /// The largest head_dim the kernels take (their shared arrays are sized for it).
 constexpr int decode_max_head_dim = 256;
 

@@ -5,6 +5,7 @@
 #include "runtime/model/fused_ops.hpp"
 #include "runtime/model/model_files.hpp"
 #include "runtime/model/safetensors_checkpoint.hpp"
+#include "runtime/model/train_ops.hpp"
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
@@ -213,13 +214,13 @@ at::Tensor transformer::run_layer(int64_t index, const at::Tensor& hidden,
   const int64_t dim = config_.head_dim;
   const double eps = config_.rms_norm_eps;
 
-  const auto x = rms_norm(hidden, layer.input_layernorm, eps);
+  const auto x = train_rms_norm(hidden, layer.input_layernorm, eps);
   auto q = attn.q_proj.forward(x).view({batch, seq, heads, dim});
   auto k = attn.k_proj.forward(x).view({batch, seq, kv_heads, dim});
   auto v = attn.v_proj.forward(x).view({batch, seq, kv_heads, dim});
   if (attn.q_norm.defined()) {
-    q = rms_norm(q, attn.q_norm, eps);
-    k = rms_norm(k, attn.k_norm, eps);
+    q = train_rms_norm(q, attn.q_norm, eps);
+    k = train_rms_norm(k, attn.k_norm, eps);
   }
   q = apply_rotary(q.transpose(1, 2), rotary); // [batch, heads, seq, dim]
   k = apply_rotary(k.transpose(1, 2), rotary); // [batch, kv_heads, seq, dim]
@@ -245,9 +246,9 @@ at::Tensor transformer::run_layer(int64_t index, const at::Tensor& hidden,
                      .reshape({batch, seq, heads * dim});
   auto h = hidden + attn.o_proj.forward(out);
 
-  const auto y = rms_norm(h, layer.post_attention_layernorm, eps);
+  const auto y = train_rms_norm(h, layer.post_attention_layernorm, eps);
   const auto& mlp = layer.mlp;
-  return h + mlp.down_proj.forward(at::silu(mlp.gate_proj.forward(y)) * mlp.up_proj.forward(y));
+  return h + mlp.down_proj.forward(train_swiglu(mlp.gate_proj.forward(y), mlp.up_proj.forward(y)));
 }
 
 at::Tensor transformer::final_norm(const at::Tensor& hidden) const {

@@ -104,4 +104,51 @@ cudaError_t decode_attention(element_type type, const void* q, const decode_kv& 
                              const int64_t* positions, float* partials, void* out,
                              const decode_attention_shape& shape, cudaStream_t stream);
 
+/// RMSNorm's input gradient for frozen weights (train_kernels.cuh): for rows x [rows, dim]
+/// normalised as add_rms_norm() does without delta, and grad_out the gradient of its result,
+/// grad_x [rows, dim]. All contiguous, in T.
+cudaError_t rms_norm_backward(element_type type, const void* grad_out, const void* x,
+                              const void* weight, void* grad_x, int64_t rows, int64_t dim,
+                              float eps, cudaStream_t stream);
+
+/// out = silu(gate) * up over n elements of three contiguous tensors of one shape, rounded as
+/// at::silu(gate) * up.
+cudaError_t swiglu_pair(element_type type, const void* gate, const void* up, void* out,
+                        int64_t n, cudaStream_t stream);
+
+/// The gradients of swiglu_pair()'s gate and up for grad_out (all contiguous, n elements).
+cudaError_t swiglu_pair_backward(element_type type, const void* grad_out, const void* gate,
+                                 const void* up, void* grad_gate, void* grad_up, int64_t n,
+                                 cudaStream_t stream);
+
+/// Cached positions a decode attention block scores at a time (one thread per key); the
+/// kernels' decode_keys_per_block.
+inline constexpr int64_t decode_chunk_keys = 128;
+
+/// The keys each block of decode_attention_grouped() takes for `batch` sequences of `kv_heads`
+/// cached heads and `key_len` positions on a device of `multiprocessors` SMs: whole chunks, as
+/// few splits as still give every SM several blocks (fewer partials to write and merge). Its
+/// splits: ceil(key_len / keys_per_split).
+inline int64_t decode_attention_group_keys_per_split(int64_t batch, int64_t kv_heads,
+                                                     int64_t key_len, int64_t multiprocessors) {
+  constexpr int64_t blocks_per_multiprocessor = 4; // enough to hide a block's start and tail
+  const int64_t chunks = (key_len + decode_chunk_keys - 1) / decode_chunk_keys;
+  const int64_t sequences = batch * kv_heads;
+  const int64_t wanted = multiprocessors * blocks_per_multiprocessor;
+  if (sequences <= 0 || chunks <= 1 || sequences * chunks <= wanted)
+    return decode_chunk_keys;
+  int64_t per_split = (sequences * chunks) / wanted; // >= 1 here
+  per_split = per_split > chunks ? chunks : per_split;
+  return per_split * decode_chunk_keys;
+}
+
+/// decode_attention() with one block per (sequence, kv head, split of `keys_per_split` keys)
+/// serving all heads / kv_heads (at most 8) query heads of the group: each cached row is read
+/// once per step. shape.splits must be ceil(key_len / keys_per_split); the workspace and the
+/// result are decode_attention()'s.
+cudaError_t decode_attention_grouped(element_type type, const void* q, const decode_kv& kv,
+                                     const int64_t* positions, float* partials, void* out,
+                                     const decode_attention_shape& shape, int64_t keys_per_split,
+                                     cudaStream_t stream);
+
 } // namespace kbrl::model::cuda

@@ -1,0 +1,94 @@
+// The launchers of train_kernels.cuh for each element type (fused_kernels.hpp).
+
+#include "runtime/model/cuda/train_kernels.cuh"
+
+namespace kbrl::model::cuda {
+
+namespace {
+
+/// Blocks for an elementwise kernel of 256 threads over `n` elements: enough to fill an H200
+/// several times over; the kernels' loops stride over the rest.
+unsigned elementwise_blocks(int64_t n) {
+  const int64_t wanted = (n + 255) / 256;
+  return static_cast<unsigned>(wanted < 4096 ? wanted : 4096);
+}
+
+template <class T>
+cudaError_t launch_rms_norm_backward(const void* grad_out, const void* x, const void* weight,
+                                     void* grad_x, int64_t rows, int64_t dim, float eps,
+                                     cudaStream_t stream) {
+  if (rows <= 0 || dim <= 0)
+    return cudaSuccess;
+  rms_norm_backward_kernel<T><<<static_cast<unsigned>(rows), add_rms_norm_threads(dim), 0,
+                                stream>>>(static_cast<const T*>(grad_out),
+                                          static_cast<const T*>(x),
+                                          static_cast<const T*>(weight),
+                                          static_cast<T*>(grad_x), dim, eps);
+  return cudaGetLastError();
+}
+
+template <class T>
+cudaError_t launch_swiglu_pair(const void* gate, const void* up, void* out, int64_t n,
+                               cudaStream_t stream) {
+  if (n <= 0)
+    return cudaSuccess;
+  swiglu_pair_kernel<T><<<elementwise_blocks(n), 256, 0, stream>>>(
+    static_cast<const T*>(gate), static_cast<const T*>(up), static_cast<T*>(out), n);
+  return cudaGetLastError();
+}
+
+template <class T>
+cudaError_t launch_swiglu_pair_backward(const void* grad_out, const void* gate, const void* up,
+                                        void* grad_gate, void* grad_up, int64_t n,
+                                        cudaStream_t stream) {
+  if (n <= 0)
+    return cudaSuccess;
+  swiglu_pair_backward_kernel<T><<<elementwise_blocks(n), 256, 0, stream>>>(
+    static_cast<const T*>(grad_out), static_cast<const T*>(gate), static_cast<const T*>(up),
+    static_cast<T*>(grad_gate), static_cast<T*>(grad_up), n);
+  return cudaGetLastError();
+}
+
+/// f(T{}) for the element type T that `type` names (the lambdas take the type from it).
+template <class F>
+cudaError_t for_type(element_type type, F&& f) {
+  switch (type) {
+  case element_type::f32:
+    return f(float{});
+  case element_type::f16:
+    return f(__half{});
+  case element_type::bf16:
+    return f(__nv_bfloat16{});
+  }
+  return cudaErrorInvalidValue;
+}
+
+} // namespace
+
+cudaError_t rms_norm_backward(element_type type, const void* grad_out, const void* x,
+                              const void* weight, void* grad_x, int64_t rows, int64_t dim,
+                              float eps, cudaStream_t stream) {
+  return for_type(type, [&](auto zero) {
+    using T = decltype(zero);
+    return launch_rms_norm_backward<T>(grad_out, x, weight, grad_x, rows, dim, eps, stream);
+  });
+}
+
+cudaError_t swiglu_pair(element_type type, const void* gate, const void* up, void* out,
+                        int64_t n, cudaStream_t stream) {
+  return for_type(type, [&](auto zero) {
+    using T = decltype(zero);
+    return launch_swiglu_pair<T>(gate, up, out, n, stream);
+  });
+}
+
+cudaError_t swiglu_pair_backward(element_type type, const void* grad_out, const void* gate,
+                                 const void* up, void* grad_gate, void* grad_up, int64_t n,
+                                 cudaStream_t stream) {
+  return for_type(type, [&](auto zero) {
+    using T = decltype(zero);
+    return launch_swiglu_pair_backward<T>(grad_out, gate, up, grad_gate, grad_up, n, stream);
+  });
+}
+
+} // namespace kbrl::model::cuda

@@ -1,0 +1,87 @@
+// Kernels of the training path (fused_kernels.hpp): RMSNorm's backward, and SwiGLU of separate
+// gate and up tensors forward and backward. Each replaces a chain of libtorch kernels (casts,
+// pow, mean, rsqrt, products and their backward), reading its inputs once.
+//
+// RMSNorm's forward is add_rms_norm_kernel without a delta; its backward recomputes the row's
+// scale from x (one more read of a row the backward reads anyway) instead of keeping it, and
+// follows the composition in transformer.cpp (rms_norm) through autograd:
+//   g      = to_T(grad_out * weight)            (the product's gradient, in T)
+//   dx     = scale * g - scale^3 / dim * x * sum(g * x)     (float32, rounded to T once)
+// The weight's gradient is not computed: the callers use these kernels for frozen weights only
+// (LoRA training).
+//
+// SwiGLU: out = to_T(to_T(silu(gate)) * up), as at::silu(gate) * up; its backward gives
+//   grad_up   = to_T(grad_out * to_T(silu(gate)))
+//   grad_gate = to_T(to_T(grad_out * up) * sigmoid(gate) * (1 + gate * (1 - sigmoid(gate))))
+// (at::silu_backward's formula, in float32).
+//
+// The kernels themselves; train_kernels.cu launches them. Kept apart so that a host emulation
+// (test/cuda_emulation) can run the same code without a GPU.
+
+#pragma once
+
+#include "runtime/model/cuda/add_rms_norm_kernel.cuh"
+#include "runtime/model/cuda/device_math.cuh"
+#include "runtime/model/cuda/fused_kernels.hpp"
+
+namespace kbrl::model::cuda {
+
+/// One block per row of `dim` elements (blockDim.x a multiple of 32).
+template <class T>
+__global__ void rms_norm_backward_kernel(const T* __restrict__ grad_out, const T* __restrict__ x,
+                                         const T* __restrict__ weight, T* __restrict__ grad_x,
+                                         int64_t dim, float eps) {
+  __shared__ float squares_scratch[32];
+  __shared__ float dot_scratch[32];
+  const int64_t row = blockIdx.x;
+  const T* xr = x + row * dim;
+  const T* gr = grad_out + row * dim;
+  T* out = grad_x + row * dim;
+  float squares = 0.0f, dot = 0.0f;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+    const float h = to_float(xr[i]);
+    const float g = round_to<T>(__fmul_rn(to_float(gr[i]), to_float(weight[i])));
+    squares = __fadd_rn(squares, __fmul_rn(h, h));
+    dot = __fadd_rn(dot, __fmul_rn(g, h));
+  }
+  const float scale = rms_scale(block_sum(squares, squares_scratch), dim, eps);
+  const float total = block_sum(dot, dot_scratch);
+  const float c = scale * scale * scale * total / static_cast<float>(dim);
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+    const float h = to_float(xr[i]);
+    const float g = round_to<T>(__fmul_rn(to_float(gr[i]), to_float(weight[i])));
+    out[i] = from_float<T>(scale * g - c * h);
+  }
+}
+
+/// out = silu(gate) * up over `n` elements of three same-shaped contiguous tensors.
+template <class T>
+__global__ void swiglu_pair_kernel(const T* __restrict__ gate, const T* __restrict__ up,
+                                   T* __restrict__ out, int64_t n) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    const float g = to_float(gate[i]);
+    const float silu = round_to<T>(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))));
+    out[i] = from_float<T>(__fmul_rn(silu, to_float(up[i])));
+  }
+}
+
+/// The gradients of swiglu_pair_kernel's inputs for `grad_out`.
+template <class T>
+__global__ void swiglu_pair_backward_kernel(const T* __restrict__ grad_out,
+                                            const T* __restrict__ gate, const T* __restrict__ up,
+                                            T* __restrict__ grad_gate, T* __restrict__ grad_up,
+                                            int64_t n) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    const float g = to_float(gate[i]), u = to_float(up[i]), dy = to_float(grad_out[i]);
+    const float e = expf(-g);
+    const float silu = round_to<T>(__fdiv_rn(g, __fadd_rn(1.0f, e)));
+    const float sigmoid = 1.0f / (1.0f + e);
+    grad_up[i] = from_float<T>(__fmul_rn(dy, silu));
+    const float dsilu = round_to<T>(__fmul_rn(dy, u));
+    grad_gate[i] = from_float<T>(dsilu * sigmoid * (1.0f + g * (1.0f - sigmoid)));
+  }
+}
+
+} // namespace kbrl::model::cuda

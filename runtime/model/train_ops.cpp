@@ -1,0 +1,161 @@
+#include "runtime/model/train_ops.hpp"
+
+#include "runtime/model/transformer.hpp"
+
+#include <cstdlib>
+#include <string>
+
+// CMakeLists.txt defines KBRL_WITH_FUSED_KERNELS=1 for this file where the kernels compile.
+#ifndef KBRL_WITH_FUSED_KERNELS
+#define KBRL_WITH_FUSED_KERNELS 0
+#endif
+
+#if KBRL_WITH_FUSED_KERNELS
+#include "runtime/model/cuda/fused_kernels.hpp"
+
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/csrc/autograd/custom_function.h>
+#endif
+
+namespace kbrl::model {
+
+bool train_kernels_wanted() {
+  static const bool wanted = [] {
+    const char* choice = std::getenv("KBRL_TRAIN_KERNELS");
+    return choice != nullptr && std::string(choice) == "fused";
+  }();
+  return wanted;
+}
+
+namespace {
+
+at::Tensor swiglu_composition(const at::Tensor& gate, const at::Tensor& up) {
+  return at::silu(gate) * up;
+}
+
+#if KBRL_WITH_FUSED_KERNELS
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+cuda::element_type element_type_of(at::ScalarType t) {
+  return t == at::kHalf ? cuda::element_type::f16
+         : t == at::kBFloat16 ? cuda::element_type::bf16
+                              : cuda::element_type::f32;
+}
+
+bool kernel_tensor(const at::Tensor& t) {
+  const auto s = t.scalar_type();
+  return t.defined() && t.is_cuda() && (s == at::kFloat || s == at::kHalf || s == at::kBFloat16);
+}
+
+void check_launch(cudaError_t err, const char* what) {
+  TORCH_CHECK(err == cudaSuccess, "fused ", what, " kernel: launch failed: ",
+              cudaGetErrorString(err));
+}
+
+cudaStream_t stream_of(const at::Tensor& t) {
+  return at::cuda::getCurrentCUDAStream(t.device().index());
+}
+
+struct rms_norm_function : torch::autograd::Function<rms_norm_function> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
+                            double eps) {
+    c10::cuda::CUDAGuard guard(x.device());
+    const auto xc = x.contiguous(), wc = weight.contiguous();
+    const int64_t dim = xc.size(-1);
+    auto out = at::empty_like(xc);
+    check_launch(cuda::add_rms_norm(element_type_of(xc.scalar_type()), xc.data_ptr(), nullptr,
+                                    nullptr, out.data_ptr(), wc.data_ptr(), xc.numel() / dim, dim,
+                                    static_cast<float>(eps), stream_of(xc)),
+                 "rms_norm");
+    ctx->save_for_backward({xc, wc});
+    ctx->saved_data["eps"] = eps;
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto& x = saved[0];
+    const auto& weight = saved[1];
+    c10::cuda::CUDAGuard guard(x.device());
+    const auto gy = grads[0].to(x.scalar_type()).contiguous();
+    const int64_t dim = x.size(-1);
+    auto gx = at::empty_like(x);
+    check_launch(cuda::rms_norm_backward(element_type_of(x.scalar_type()), gy.data_ptr(),
+                                         x.data_ptr(), weight.data_ptr(), gx.data_ptr(),
+                                         x.numel() / dim, dim,
+                                         static_cast<float>(ctx->saved_data["eps"].toDouble()),
+                                         stream_of(x)),
+                 "rms_norm_backward");
+    return {gx, at::Tensor(), at::Tensor()}; // the weight is frozen (train_rms_norm's rule)
+  }
+};
+
+struct swiglu_function : torch::autograd::Function<swiglu_function> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& gate, const at::Tensor& up) {
+    c10::cuda::CUDAGuard guard(gate.device());
+    const auto g = gate.contiguous(), u = up.contiguous();
+    auto out = at::empty_like(g);
+    check_launch(cuda::swiglu_pair(element_type_of(g.scalar_type()), g.data_ptr(), u.data_ptr(),
+                                   out.data_ptr(), g.numel(), stream_of(g)),
+                 "swiglu");
+    ctx->save_for_backward({g, u});
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto& g = saved[0];
+    const auto& u = saved[1];
+    c10::cuda::CUDAGuard guard(g.device());
+    const auto gy = grads[0].to(g.scalar_type()).contiguous();
+    auto grad_gate = at::empty_like(g), grad_up = at::empty_like(u);
+    check_launch(cuda::swiglu_pair_backward(element_type_of(g.scalar_type()), gy.data_ptr(),
+                                            g.data_ptr(), u.data_ptr(), grad_gate.data_ptr(),
+                                            grad_up.data_ptr(), g.numel(), stream_of(g)),
+                 "swiglu_backward");
+    return {grad_gate, grad_up};
+  }
+};
+
+#endif
+
+} // namespace
+
+at::Tensor train_rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  return train_rms_norm(x, weight, eps, train_kernels_wanted());
+}
+
+at::Tensor train_rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps, bool fused) {
+#if KBRL_WITH_FUSED_KERNELS
+  const bool fits = fused && kernel_tensor(x) && x.dim() >= 1 && x.size(-1) > 0
+                    && weight.dim() == 1 && weight.size(0) == x.size(-1)
+                    && weight.scalar_type() == x.scalar_type() && weight.device() == x.device()
+                    && !weight.requires_grad();
+  if (fits)
+    return rms_norm_function::apply(x, weight, eps);
+#else
+  (void)fused;
+#endif
+  return rms_norm(x, weight, eps);
+}
+
+at::Tensor train_swiglu(const at::Tensor& gate, const at::Tensor& up) {
+  return train_swiglu(gate, up, train_kernels_wanted());
+}
+
+at::Tensor train_swiglu(const at::Tensor& gate, const at::Tensor& up, bool fused) {
+#if KBRL_WITH_FUSED_KERNELS
+  const bool fits = fused && kernel_tensor(gate) && gate.sizes() == up.sizes()
+                    && gate.scalar_type() == up.scalar_type() && gate.device() == up.device();
+  if (fits)
+    return swiglu_function::apply(gate, up);
+#else
+  (void)fused;
+#endif
+  return swiglu_composition(gate, up);
+}
+
+} // namespace kbrl::model

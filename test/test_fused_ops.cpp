@@ -20,6 +20,7 @@
 #include "runtime/model/kv_cache.hpp"
 #include "runtime/model/lora_adapter.hpp"
 #include "runtime/model/rotary.hpp"
+#include "runtime/model/train_ops.hpp"
 #include "runtime/model/transformer.hpp"
 
 #include <ATen/ATen.h>
@@ -420,7 +421,8 @@ BOOST_AUTO_TEST_CASE(rope_qkv_kernel_matches_the_composition) {
 /// decode_attention() and grouped_attention() with cache_mask() on the same cache slots.
 void check_decode_attention(const at::TensorOptions& o, double rel, int64_t batch, int64_t heads,
                             int64_t kv_heads, int64_t dim, int64_t key_len,
-                            const std::vector<int64_t>& positions) {
+                            const std::vector<int64_t>& positions,
+                            decode_attention_kind kind = decode_attention_kind::standard) {
   const auto cache_k = randn({batch + 2, kv_heads, key_len + 5, dim}, 21, o);
   const auto cache_v = randn({batch + 2, kv_heads, key_len + 5, dim}, 22, o);
   const auto keys = cache_k.narrow(0, 1, batch).narrow(2, 0, key_len);
@@ -428,7 +430,7 @@ void check_decode_attention(const at::TensorOptions& o, double rel, int64_t batc
   const auto q = randn({batch, heads, 1, dim}, 23, o) * 2;
   const auto pos = at::tensor(positions, at::kLong).view({batch, 1}).to(o.device());
   const auto mask = cache_mask(pos, key_len);
-  const auto got = decode_attention(q, keys, values, pos, mask);
+  const auto got = decode_attention(q, keys, values, pos, mask, kind);
   const auto want = grouped_attention(q, keys, values, mask);
   BOOST_REQUIRE(got.sizes() == want.sizes());
   check_relative(got, want, rel, "attention output");
@@ -464,6 +466,38 @@ BOOST_AUTO_TEST_CASE(decode_attention_kernel_matches_the_composition) {
         const double rel = p.dtype == at::kFloat ? 1e-5 : 4 * p.rel;
         check_decode_attention(at::TensorOptions(at::kCUDA).dtype(p.dtype), rel, s.batch,
                                s.heads, s.kv_heads, s.dim, s.key_len, s.positions);
+      }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(grouped_decode_attention_kernel_matches_the_composition) {
+  if (skip_without_cuda("grouped_decode_attention_kernel_matches_the_composition"))
+    return;
+  struct shape {
+    int64_t batch, heads, kv_heads, dim, key_len;
+    std::vector<int64_t> positions;
+  };
+  // Several sequences at different positions: Qwen2-1.5B's group of 6, Qwen2.5-7B's 7, 8 (the
+  // most), MHA, head_dim 256; 64 sequences of 5000 keys get splits of several chunks (the split
+  // length follows the device's SM count).
+  std::vector<int64_t> spread(64);
+  for (int64_t b = 0; b < 64; ++b)
+    spread[b] = (b * 797) % 5000;
+  spread[0] = 4999;
+  const std::vector<shape> shapes{{3, 12, 2, 128, 768, {767, 0, 300}},
+                                  {5, 28, 4, 128, 1024, {1023, 1, 640, 128, 129}},
+                                  {2, 16, 2, 256, 129, {128, 3}},
+                                  {4, 4, 4, 64, 100, {99, 0, 50, 200}},
+                                  {64, 12, 2, 128, 5000, spread}};
+  for (const auto& p : kernel_precisions)
+    for (const auto& s : shapes) {
+      BOOST_TEST_CONTEXT(c10::toString(p.dtype) << " batch " << s.batch << " heads " << s.heads
+                                                << "/" << s.kv_heads << " dim " << s.dim
+                                                << " keys " << s.key_len) {
+        const double rel = p.dtype == at::kFloat ? 1e-5 : 4 * p.rel;
+        check_decode_attention(at::TensorOptions(at::kCUDA).dtype(p.dtype), rel, s.batch,
+                               s.heads, s.kv_heads, s.dim, s.key_len, s.positions,
+                               decode_attention_kind::grouped);
       }
     }
 }
@@ -512,6 +546,58 @@ BOOST_AUTO_TEST_CASE(fused_decoding_on_cuda_equals_unfused) {
             }
           }
         }
+      }
+    }
+}
+
+/// train_rms_norm() and train_swiglu() with `fused` against the compositions they replace:
+/// their results, and the gradients of x (RMSNorm, frozen weight) and of gate and up (SwiGLU)
+/// for the same upstream gradient.
+void check_train_ops(const at::TensorOptions& o, double rel, std::vector<int64_t> shape) {
+  const int64_t dim = shape.back();
+  const auto x0 = randn(shape, 51, o) * 3, w = norm_weight(dim, 52, o);
+  const auto gy = randn(shape, 53, o);
+  auto run_norm = [&](bool fused) {
+    auto x = x0.clone().requires_grad_(true);
+    auto y = train_rms_norm(x, w, 1e-6, fused);
+    y.backward(gy);
+    return std::make_pair(y.detach(), x.grad());
+  };
+  const auto [y_fused, gx_fused] = run_norm(true);
+  const auto [y_ref, gx_ref] = run_norm(false);
+  check_relative(y_fused, y_ref, rel, "rms_norm forward");
+  check_relative(gx_fused, gx_ref, 4 * rel, "rms_norm grad x");
+
+  const auto g0 = randn(shape, 54, o) * 3, u0 = randn(shape, 55, o);
+  auto run_swiglu = [&](bool fused) {
+    auto g = g0.clone().requires_grad_(true), u = u0.clone().requires_grad_(true);
+    auto y = train_swiglu(g, u, fused);
+    y.backward(gy);
+    return std::make_tuple(y.detach(), g.grad(), u.grad());
+  };
+  const auto [s_fused, gg_fused, gu_fused] = run_swiglu(true);
+  const auto [s_ref, gg_ref, gu_ref] = run_swiglu(false);
+  check_relative(s_fused, s_ref, rel, "swiglu forward");
+  check_relative(gg_fused, gg_ref, 4 * rel, "swiglu grad gate");
+  check_relative(gu_fused, gu_ref, 4 * rel, "swiglu grad up");
+}
+
+BOOST_AUTO_TEST_CASE(train_ops_on_the_cpu_are_the_compositions) {
+  // fused asked for, but no kernel on the CPU: the compositions themselves, bit for bit
+  check_train_ops(at::TensorOptions(at::kFloat), 0.0, {3, 5, 64});
+}
+
+BOOST_AUTO_TEST_CASE(train_kernels_match_the_compositions_forward_and_backward) {
+  if (skip_without_cuda("train_kernels_match_the_compositions_forward_and_backward"))
+    return;
+  // a layer's hidden rows (Qwen2-1.5B's width), per-head rows (q_norm's), an odd width
+  for (const auto& p : kernel_precisions)
+    for (const auto& shape : std::vector<std::vector<int64_t>>{{2, 7, 1536}, {2, 7, 12, 128},
+                                                               {3, 33}}) {
+      BOOST_TEST_CONTEXT(c10::toString(p.dtype) << " shape " << at::IntArrayRef(shape)) {
+        // float32 sums in another order than libtorch's: a few units in the last place
+        const double rel = p.dtype == at::kFloat ? 1e-5 : 2 * p.rel;
+        check_train_ops(at::TensorOptions(at::kCUDA).dtype(p.dtype), rel, shape);
       }
     }
 }

@@ -8,9 +8,11 @@
 #include "emulated_device.hpp"
 
 #include "runtime/model/cuda/add_rms_norm_kernel.cuh"
+#include "runtime/model/cuda/decode_attention_group_kernel.cuh"
 #include "runtime/model/cuda/decode_attention_kernel.cuh"
 #include "runtime/model/cuda/rope_qkv_kernel.cuh"
 #include "runtime/model/cuda/swiglu_kernel.cuh"
+#include "runtime/model/cuda/train_kernels.cuh"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -229,11 +231,15 @@ void rope_case(at::ScalarType t, double rel, int64_t batch, int64_t seq, int64_t
 
 /// decode attention against softmax(q k^T / sqrt(dim)) v in float64 over each row's positions
 /// [0, position], reading a cache of `slots` rows from slot 1 on (strides of a real cache).
+/// keys_per_split 0: the per-head kernel; else the grouped kernel with splits of that many keys.
 template <class T>
 void decode_attention_case(at::ScalarType t, double rel, int64_t batch, int64_t heads,
                            int64_t kv_heads, int64_t dim, int64_t key_len,
-                           std::vector<int64_t> positions) {
-  const std::string what = "decode_attention " + name_of(t) + " batch " + std::to_string(batch)
+                           std::vector<int64_t> positions, int64_t keys_per_split = 0) {
+  const std::string what = std::string(keys_per_split ? "decode_attention_grouped (split "
+                                                            + std::to_string(keys_per_split) + ") "
+                                                      : "decode_attention ")
+                           + name_of(t) + " batch " + std::to_string(batch)
                            + " heads " + std::to_string(heads) + "/" + std::to_string(kv_heads)
                            + " dim " + std::to_string(dim) + " keys " + std::to_string(key_len);
   const int64_t max_len = key_len + 9;
@@ -248,7 +254,8 @@ void decode_attention_case(at::ScalarType t, double rel, int64_t batch, int64_t 
   shape.kv_heads = kv_heads;
   shape.head_dim = dim;
   shape.key_len = key_len;
-  shape.splits = (key_len + k::decode_keys_per_block - 1) / k::decode_keys_per_block;
+  const int64_t split_keys = keys_per_split ? keys_per_split : k::decode_keys_per_block;
+  shape.splits = (key_len + split_keys - 1) / split_keys;
   shape.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)));
   k::decode_kv kv;
   kv.keys = keys.data_ptr();
@@ -258,10 +265,19 @@ void decode_attention_case(at::ScalarType t, double rel, int64_t batch, int64_t 
   kv.position_stride = keys.stride(2);
   auto partials = at::full({batch * heads * shape.splits, dim + 2}, 7.0, at::kFloat);
   auto out = at::full({batch, heads, 1, dim}, 7.0, at::TensorOptions(t));
-  emu::launch(static_cast<unsigned>(batch * heads * shape.splits), k::decode_keys_per_block, [&] {
-    k::decode_attention_partial_kernel<T>(ptr<T>(q), kv, pos.data_ptr<int64_t>(),
-                                          partials.data_ptr<float>(), shape);
-  });
+  if (keys_per_split == 0)
+    emu::launch(static_cast<unsigned>(batch * heads * shape.splits), k::decode_keys_per_block,
+                [&] {
+                  k::decode_attention_partial_kernel<T>(ptr<T>(q), kv, pos.data_ptr<int64_t>(),
+                                                        partials.data_ptr<float>(), shape);
+                });
+  else
+    emu::launch(static_cast<unsigned>(batch * kv_heads * shape.splits), k::decode_keys_per_block,
+                [&] {
+                  k::decode_attention_group_partial_kernel<T>(
+                    ptr<T>(q), kv, pos.data_ptr<int64_t>(), partials.data_ptr<float>(), shape,
+                    keys_per_split);
+                });
   emu::launch(static_cast<unsigned>(batch * heads), k::warp_multiple(dim, 256), [&] {
     k::decode_attention_merge_kernel<T>(partials.data_ptr<float>(), ptr<T>(out), shape);
   });
@@ -277,6 +293,50 @@ void decode_attention_case(at::ScalarType t, double rel, int64_t batch, int64_t 
     }
   // float32 sums over 256-element dot products in another order than the reference's: 1e-5.
   check_close(out, want, std::max(rel, 1e-5), what);
+}
+
+/// RMSNorm's input gradient (frozen weight) against autograd through the composition in float64.
+template <class T>
+void rms_norm_backward_case(at::ScalarType t, double rel, int64_t rows, int64_t dim) {
+  const std::string what = "rms_norm_backward " + name_of(t) + " rows " + std::to_string(rows)
+                           + " dim " + std::to_string(dim);
+  const auto x = randn({rows, dim}, 31 + dim, t) * 3;
+  const auto w = (randn({dim}, 32 + dim, at::kFloat) * 0.2 + 1).to(t);
+  const auto gy = randn({rows, dim}, 33 + dim, t);
+  auto gx = at::full({rows, dim}, 7.0, at::TensorOptions(t));
+  const float eps = 1e-6f;
+  emu::launch(static_cast<unsigned>(rows), k::add_rms_norm_threads(dim), [&] {
+    k::rms_norm_backward_kernel<T>(ptr<T>(gy), ptr<T>(x), ptr<T>(w), ptr<T>(gx), dim, eps);
+  });
+  const auto xd = x.to(at::kDouble).set_requires_grad(true);
+  const auto normed = xd * at::rsqrt(xd.pow(2).mean(-1, true) + eps);
+  (w.to(at::kDouble) * normed).backward(gy.to(at::kDouble));
+  // float32 sums over the row: 1e-5 of the largest gradient at least
+  check_close(gx, xd.grad(), std::max(rel, 1e-5), what);
+}
+
+/// SwiGLU of separate gate and up, forward (as the fused gate|up kernel rounds it) and backward
+/// (against autograd in float64).
+template <class T>
+void swiglu_pair_case(at::ScalarType t, double rel, int64_t n, unsigned blocks) {
+  const std::string what = "swiglu_pair " + name_of(t) + " n " + std::to_string(n);
+  const auto gate = randn({n}, 41, t) * 3, up = randn({n}, 42, t), gy = randn({n}, 43, t);
+  auto out = at::full({n}, 7.0, at::TensorOptions(t));
+  auto g_gate = at::full({n}, 7.0, at::TensorOptions(t));
+  auto g_up = at::full({n}, 7.0, at::TensorOptions(t));
+  emu::launch(blocks, 32, [&] { k::swiglu_pair_kernel<T>(ptr<T>(gate), ptr<T>(up), ptr<T>(out), n); });
+  emu::launch(blocks, 32, [&] {
+    k::swiglu_pair_backward_kernel<T>(ptr<T>(gy), ptr<T>(gate), ptr<T>(up), ptr<T>(g_gate),
+                                      ptr<T>(g_up), n);
+  });
+  check_close(out, at::silu(gate.to(at::kFloat)).to(t).to(at::kFloat) * up.to(at::kFloat), rel,
+              what + " forward");
+  const auto gd = gate.to(at::kDouble).set_requires_grad(true);
+  const auto ud = up.to(at::kDouble).set_requires_grad(true);
+  (at::silu(gd) * ud).backward(gy.to(at::kDouble));
+  // two roundings to T on the way (silu, grad_out * up): twice the forward's tolerance
+  check_close(g_up, ud.grad(), std::max(2 * rel, 1e-6), what + " grad up");
+  check_close(g_gate, gd.grad(), std::max(2 * rel, 1e-6), what + " grad gate");
 }
 
 template <class T>
@@ -301,11 +361,41 @@ void all_cases(at::ScalarType t, double rel) {
   decode_attention_case<T>(t, rel, 3, 4, 4, 64, 40, {5, 39, 77});
   decode_attention_case<T>(t, rel, 1, 2, 1, 256, 129, {128});
   decode_attention_case<T>(t, rel, 2, 6, 3, 16, 400, {130, 255});
+  // The grouped kernel: Qwen2-1.5B's group of 6, Qwen2.5-7B's 7, 8 (the most), MHA; one chunk
+  // per split and several (a split's chunks partly or wholly past a row's position), a split
+  // wholly past it, a clamped position, head_dim 16 .. 256.
+  decode_attention_case<T>(t, rel, 2, 12, 2, 128, 300, {299, 0}, 128);
+  decode_attention_case<T>(t, rel, 2, 12, 2, 128, 300, {299, 140}, 256);
+  decode_attention_case<T>(t, rel, 3, 7, 1, 64, 700, {5, 699, 900}, 384);
+  decode_attention_case<T>(t, rel, 1, 16, 2, 256, 129, {128}, 128);
+  decode_attention_case<T>(t, rel, 3, 4, 4, 64, 40, {5, 39, 77}, 128);
+  decode_attention_case<T>(t, rel, 2, 6, 3, 16, 400, {130, 255}, 512);
+  // (not dim 1: x / |x| has a gradient of about eps / x^2, all cancellation)
+  for (int64_t dim : {2, 33, 128, 1536})
+    rms_norm_backward_case<T>(t, rel, 3, dim);
+  swiglu_pair_case<T>(t, rel, 1000, 8);
+  swiglu_pair_case<T>(t, rel, 1000, 3); // the grid-stride loop
+}
+
+/// The grouped kernel's split length: one chunk while the device has blocks to spare, longer
+/// splits (whole chunks, never more than the cache) once it has several blocks per SM.
+void keys_per_split_cases() {
+  check(k::decode_attention_group_keys_per_split(1, 2, 768, 132) == 128, "split: batch 1");
+  check(k::decode_attention_group_keys_per_split(32, 2, 1024, 132) == 128, "split: batch 32 1k");
+  const int64_t long_split = k::decode_attention_group_keys_per_split(128, 2, 5120, 132);
+  const int64_t blocks = 128 * 2 * ((5120 + long_split - 1) / long_split);
+  check(long_split % 128 == 0 && long_split > 128 && blocks >= 4 * 132,
+        "split: batch 128 5k keys: " + std::to_string(long_split) + " keys, "
+          + std::to_string(blocks) + " blocks");
+  check(k::decode_attention_group_keys_per_split(4096, 8, 200, 1) == 256,
+        "split: never longer than the cache's chunks");
+  check(k::decode_attention_group_keys_per_split(0, 2, 5120, 132) == 128, "split: no sequences");
 }
 
 } // namespace
 
 int main() {
+  keys_per_split_cases();
   all_cases<float>(at::kFloat, precisions[0].rel);
   all_cases<__nv_bfloat16>(at::kBFloat16, precisions[1].rel);
   all_cases<__half>(at::kHalf, precisions[2].rel);

@@ -582,9 +582,32 @@ void check_train_ops(const at::TensorOptions& o, double rel, std::vector<int64_t
   check_relative(gu_fused, gu_ref, 4 * rel, "swiglu grad up");
 }
 
+/// train_rotary() with `fused` against apply_rotary() on run_layer's transposed view: the
+/// result and the gradient of x.
+void check_train_rotary(const at::TensorOptions& o, double rel, int64_t batch, int64_t heads,
+                        int64_t seq, int64_t dim) {
+  const auto x0 = randn({batch, seq, heads, dim}, 56, o);
+  const auto positions = at::arange(seq, at::kLong).repeat({batch, 1}).to(o.device()) + 3;
+  const auto inv_freq = at::pow(10000.0, at::arange(0, dim, 2, at::kLong).to(at::kFloat) / dim)
+                          .reciprocal();
+  const auto rot = make_rotary_embedding(inv_freq, positions, o.dtype().toScalarType());
+  const auto gy = randn({batch, heads, seq, dim}, 57, o);
+  auto run = [&](bool fused) {
+    auto x = x0.clone().requires_grad_(true);
+    auto y = train_rotary(x.transpose(1, 2), rot, fused);
+    y.backward(gy);
+    return std::make_pair(y.detach(), x.grad());
+  };
+  const auto [y_fused, gx_fused] = run(true);
+  const auto [y_ref, gx_ref] = run(false);
+  check_relative(y_fused, y_ref, rel, "rotary forward");
+  check_relative(gx_fused, gx_ref, 2 * rel, "rotary grad x");
+}
+
 BOOST_AUTO_TEST_CASE(train_ops_on_the_cpu_are_the_compositions) {
   // fused asked for, but no kernel on the CPU: the compositions themselves, bit for bit
   check_train_ops(at::TensorOptions(at::kFloat), 0.0, {3, 5, 64});
+  check_train_rotary(at::TensorOptions(at::kFloat), 0.0, 2, 3, 5, 16);
 }
 
 BOOST_AUTO_TEST_CASE(train_kernels_match_the_compositions_forward_and_backward) {
@@ -600,6 +623,13 @@ BOOST_AUTO_TEST_CASE(train_kernels_match_the_compositions_forward_and_backward) 
         check_train_ops(at::TensorOptions(at::kCUDA).dtype(p.dtype), rel, shape);
       }
     }
+  for (const auto& p : kernel_precisions) {
+    BOOST_TEST_CONTEXT(c10::toString(p.dtype) << " rotary") {
+      // the same roundings as the composition (rope_qkv_kernel's): one unit in the last place
+      const double rel = p.dtype == at::kFloat ? 1e-6 : p.rel;
+      check_train_rotary(at::TensorOptions(at::kCUDA).dtype(p.dtype), rel, 2, 12, 9, 128);
+    }
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -120,6 +120,52 @@ struct swiglu_function : torch::autograd::Function<swiglu_function> {
   }
 };
 
+/// x's (or a gradient's) layout for cuda::rotary: [batch, heads, seq, dim], last dim contiguous.
+cuda::rotary_layout rotary_layout_of(const at::Tensor& x, const at::Tensor& out) {
+  cuda::rotary_layout l;
+  l.batch = x.size(0);
+  l.heads = x.size(1);
+  l.seq = x.size(2);
+  l.dim = x.size(3);
+  for (int i = 0; i < 3; ++i) {
+    l.x_strides[i] = x.stride(i);
+    l.out_strides[i] = out.stride(i);
+  }
+  return l;
+}
+
+/// x rotated (or, backward, a gradient taken back through the rotation) by cuda::rotary, into a
+/// new tensor laid out as x is (a transposed view stays a transposed layout: no copy).
+at::Tensor run_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
+                      bool backward) {
+  const auto in = x.stride(3) == 1 ? x : x.contiguous();
+  auto out = at::empty_like(in); // empty_like keeps a dense layout's strides
+  if (out.stride(3) != 1)
+    out = at::empty(in.sizes(), in.options());
+  check_launch(cuda::rotary(element_type_of(in.scalar_type()), in.data_ptr(), cos.data_ptr(),
+                            sin.data_ptr(), out.data_ptr(), rotary_layout_of(in, out), backward,
+                            stream_of(in)),
+               backward ? "rotary_backward" : "rotary");
+  return out;
+}
+
+struct rotary_function : torch::autograd::Function<rotary_function> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& cos,
+                            const at::Tensor& sin) {
+    c10::cuda::CUDAGuard guard(x.device());
+    ctx->save_for_backward({cos, sin});
+    return run_rotary(x, cos, sin, /*backward=*/false);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    c10::cuda::CUDAGuard guard(saved[0].device());
+    const auto& g = grads[0];
+    return {run_rotary(g.to(saved[0].scalar_type()), saved[0], saved[1], /*backward=*/true),
+            at::Tensor(), at::Tensor()}; // the angles take no gradient
+  }
+};
+
 #endif
 
 } // namespace
@@ -140,6 +186,28 @@ at::Tensor train_rms_norm(const at::Tensor& x, const at::Tensor& weight, double 
   (void)fused;
 #endif
   return rms_norm(x, weight, eps);
+}
+
+at::Tensor train_rotary(const at::Tensor& x, const rotary_embedding& rotary) {
+  return train_rotary(x, rotary, train_kernels_wanted());
+}
+
+at::Tensor train_rotary(const at::Tensor& x, const rotary_embedding& rotary, bool fused) {
+#if KBRL_WITH_FUSED_KERNELS
+  const bool fits = fused && kernel_tensor(x) && x.dim() == 4 && x.size(3) % 2 == 0
+                    && rotary.cos.dim() == 3 && rotary.cos.size(0) == x.size(0)
+                    && rotary.cos.size(1) == x.size(2) && rotary.cos.size(2) == x.size(3)
+                    && rotary.sin.sizes() == rotary.cos.sizes()
+                    && rotary.cos.scalar_type() == x.scalar_type()
+                    && rotary.sin.scalar_type() == x.scalar_type()
+                    && rotary.cos.device() == x.device() && rotary.sin.device() == x.device()
+                    && !rotary.cos.requires_grad() && !rotary.sin.requires_grad();
+  if (fits)
+    return rotary_function::apply(x, rotary.cos.contiguous(), rotary.sin.contiguous());
+#else
+  (void)fused;
+#endif
+  return apply_rotary(x, rotary);
 }
 
 at::Tensor train_swiglu(const at::Tensor& gate, const at::Tensor& up) {

@@ -222,8 +222,8 @@ at::Tensor transformer::run_layer(int64_t index, const at::Tensor& hidden,
     q = train_rms_norm(q, attn.q_norm, eps);
     k = train_rms_norm(k, attn.k_norm, eps);
   }
-  q = apply_rotary(q.transpose(1, 2), rotary); // [batch, heads, seq, dim]
-  k = apply_rotary(k.transpose(1, 2), rotary); // [batch, kv_heads, seq, dim]
+  q = train_rotary(q.transpose(1, 2), rotary); // [batch, heads, seq, dim]
+  k = train_rotary(k.transpose(1, 2), rotary); // [batch, kv_heads, seq, dim]
   v = v.transpose(1, 2);
 
   at::Tensor keys = k, values = v;

@@ -339,6 +339,46 @@ void swiglu_pair_case(at::ScalarType t, double rel, int64_t n, unsigned blocks) 
   check_close(g_gate, gd.grad(), std::max(2 * rel, 1e-6), what + " grad gate");
 }
 
+/// RoPE of the training path on a transposed view (run_layer's q.transpose(1, 2)): forward
+/// against apply_rotary's composition, backward against autograd in float64.
+template <class T>
+void rotary_case(at::ScalarType t, double rel, int64_t batch, int64_t heads, int64_t seq,
+                 int64_t dim) {
+  const std::string what = "rotary " + name_of(t) + " " + std::to_string(batch) + "x"
+                           + std::to_string(heads) + "x" + std::to_string(seq) + "x"
+                           + std::to_string(dim);
+  const auto x = randn({batch, seq, heads, dim}, 61 + dim, t).transpose(1, 2);
+  const auto gy = randn({batch, heads, seq, dim}, 62 + dim, t);
+  const auto angles = randn({batch, seq, dim / 2}, 63, at::kFloat) * 3;
+  const auto cos = at::cat({angles.cos(), angles.cos()}, -1).to(t);
+  const auto sin = at::cat({angles.sin().neg(), angles.sin()}, -1).to(t);
+  k::rotary_layout l;
+  l.batch = batch;
+  l.heads = heads;
+  l.seq = seq;
+  l.dim = dim;
+  auto out = at::full({batch, heads, seq, dim}, 7.0, at::TensorOptions(t));
+  auto gx = at::full({batch, heads, seq, dim}, 7.0, at::TensorOptions(t));
+  for (int i = 0; i < 3; ++i) {
+    l.x_strides[i] = x.stride(i);
+    l.out_strides[i] = out.stride(i);
+  }
+  emu::launch(5, 64, [&] {
+    k::rotary_kernel<T>(ptr<T>(x), ptr<T>(cos), ptr<T>(sin), ptr<T>(out), l, false);
+  });
+  check_close(out, apply_rotary(x, cos, sin), rel, what + " forward");
+  for (int i = 0; i < 3; ++i)
+    l.x_strides[i] = gy.stride(i);
+  emu::launch(5, 64, [&] {
+    k::rotary_kernel<T>(ptr<T>(gy), ptr<T>(cos), ptr<T>(sin), ptr<T>(gx), l, true);
+  });
+  const auto xd = x.to(at::kDouble).set_requires_grad(true);
+  const auto want = xd * cos.to(at::kDouble).unsqueeze(1)
+                    + xd.roll(dim / 2, -1) * sin.to(at::kDouble).unsqueeze(1);
+  want.backward(gy.to(at::kDouble));
+  check_close(gx, xd.grad(), std::max(2 * rel, 1e-6), what + " backward");
+}
+
 template <class T>
 void all_cases(at::ScalarType t, double rel) {
   for (int64_t dim : {1, 5, 33, 64, 1000, 1536, 8200}) // 8200: wider than 16 x 512
@@ -375,6 +415,8 @@ void all_cases(at::ScalarType t, double rel) {
     rms_norm_backward_case<T>(t, rel, 3, dim);
   swiglu_pair_case<T>(t, rel, 1000, 8);
   swiglu_pair_case<T>(t, rel, 1000, 3); // the grid-stride loop
+  rotary_case<T>(t, rel, 2, 3, 5, 16);
+  rotary_case<T>(t, rel, 1, 2, 7, 128);
 }
 
 /// The grouped kernel's split length: one chunk while the device has blocks to spare, longer

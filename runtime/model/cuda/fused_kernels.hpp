@@ -121,6 +121,20 @@ cudaError_t swiglu_pair_backward(element_type type, const void* grad_out, const 
                                  const void* up, void* grad_gate, void* grad_up, int64_t n,
                                  cudaStream_t stream);
 
+/// Where rotary() finds a head's row: x and out as [batch, heads, seq, dim] with their own
+/// strides (the last dimension contiguous), cos and sin contiguous [batch, seq, dim].
+struct rotary_layout {
+  int64_t batch = 0, heads = 0, seq = 0, dim = 0;
+  int64_t x_strides[3] = {0, 0, 0};   ///< batch, head, position (elements)
+  int64_t out_strides[3] = {0, 0, 0}; ///< the same for out
+};
+
+/// RoPE of the training path (train_kernels.cuh): with backward false out = x * cos +
+/// swap_halves(x) * sin rounded as apply_rotary() does; with backward true x is the gradient
+/// of such a result and out the gradient of its input. dim even; out must not overlap x.
+cudaError_t rotary(element_type type, const void* x, const void* cos, const void* sin, void* out,
+                   const rotary_layout& layout, bool backward, cudaStream_t stream);
+
 /// Cached positions a decode attention block scores at a time (one thread per key); the
 /// kernels' decode_keys_per_block.
 inline constexpr int64_t decode_chunk_keys = 128;

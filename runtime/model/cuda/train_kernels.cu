@@ -49,6 +49,20 @@ cudaError_t launch_swiglu_pair_backward(const void* grad_out, const void* gate, 
   return cudaGetLastError();
 }
 
+template <class T>
+cudaError_t launch_rotary(const void* x, const void* cos, const void* sin, void* out,
+                          const rotary_layout& layout, bool backward, cudaStream_t stream) {
+  const int64_t n = layout.batch * layout.heads * layout.seq * layout.dim;
+  if (layout.dim % 2 != 0)
+    return cudaErrorInvalidValue;
+  if (n <= 0)
+    return cudaSuccess;
+  rotary_kernel<T><<<elementwise_blocks(n), 256, 0, stream>>>(
+    static_cast<const T*>(x), static_cast<const T*>(cos), static_cast<const T*>(sin),
+    static_cast<T*>(out), layout, backward);
+  return cudaGetLastError();
+}
+
 /// f(T{}) for the element type T that `type` names (the lambdas take the type from it).
 template <class F>
 cudaError_t for_type(element_type type, F&& f) {
@@ -88,6 +102,14 @@ cudaError_t swiglu_pair_backward(element_type type, const void* grad_out, const 
   return for_type(type, [&](auto zero) {
     using T = decltype(zero);
     return launch_swiglu_pair_backward<T>(grad_out, gate, up, grad_gate, grad_up, n, stream);
+  });
+}
+
+cudaError_t rotary(element_type type, const void* x, const void* cos, const void* sin, void* out,
+                   const rotary_layout& layout, bool backward, cudaStream_t stream) {
+  return for_type(type, [&](auto zero) {
+    using T = decltype(zero);
+    return launch_rotary<T>(x, cos, sin, out, layout, backward, stream);
   });
 }
 

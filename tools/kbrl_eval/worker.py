@@ -21,7 +21,18 @@ from .common import (BudgetExceeded, CandidateError, memory_limit_bytes, now, rs
                      sanitize, truncate, zero_stats)
 from .reference_store import ReferenceStore
 
-SPARES = 2  # candidate processes kept starting up ahead of their candidates
+# Candidate processes kept starting up ahead of their candidates. Each start (CUDA context, the
+# profiler's first use) takes about 3.6 s on an H200, so back-to-back candidates of 1-2 s wait
+# for a spare ("process_start" in phase_seconds): KBRL_EVAL_SPARES raises the count to compare
+# (each spare holds a CUDA context, about 0.5 GB of GPU memory).
+def _spares_wanted():
+    try:
+        return max(1, min(16, int(os.environ.get("KBRL_EVAL_SPARES", "2"))))
+    except ValueError:
+        return 2
+
+
+SPARES = _spares_wanted()
 SPARE_READY_S = 600.0  # a spare's own deadline for its hello, until an evaluation takes it
 
 torch = None  # imported in Worker, so a broken torch still gets answers

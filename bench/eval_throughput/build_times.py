@@ -192,7 +192,8 @@ def main():
         if (c in built["light"]) != (c in built["full"]))
     print("built in one mode and not the other: %s"
           % (", ".join(report["build_outcome_differs"]) or "none"))
-    both = [e for e in unique if e["candidate"] in built["light"] and e["candidate"] in built["full"]]
+    both = [e for e in unique
+            if e["candidate"] in built["light"] and e["candidate"] in built["full"]]
     # the kernels of each source built both ways (fast: no GPU)
     report["sass"] = {}
     for e in both:

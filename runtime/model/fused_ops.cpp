@@ -16,6 +16,7 @@
 
 #if KBRL_WITH_FUSED_KERNELS
 #include "runtime/model/cuda/fused_kernels.hpp"
+#include "runtime/model/fused_launch.hpp"
 
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -51,22 +52,6 @@ decode_attention_kind decode_attention_from_environment() {
 }
 
 #if KBRL_WITH_FUSED_KERNELS
-
-cuda::element_type element_type_of(at::ScalarType t) {
-  switch (t) {
-  case at::kHalf:
-    return cuda::element_type::f16;
-  case at::kBFloat16:
-    return cuda::element_type::bf16;
-  default:
-    return cuda::element_type::f32;
-  }
-}
-
-void check_launch(cudaError_t err, const char* what) {
-  TORCH_CHECK(err == cudaSuccess, "fused ", what, " kernel: launch failed: ",
-              cudaGetErrorString(err));
-}
 
 /// Points a kernel's key/value description (cuda::kv_destination or cuda::decode_kv) at `keys`
 /// and `values` ([batch, kv_heads, positions, head_dim], the same strides).

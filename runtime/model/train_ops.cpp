@@ -12,6 +12,7 @@
 
 #if KBRL_WITH_FUSED_KERNELS
 #include "runtime/model/cuda/fused_kernels.hpp"
+#include "runtime/model/fused_launch.hpp"
 
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -39,20 +40,9 @@ at::Tensor swiglu_composition(const at::Tensor& gate, const at::Tensor& up) {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-cuda::element_type element_type_of(at::ScalarType t) {
-  return t == at::kHalf ? cuda::element_type::f16
-         : t == at::kBFloat16 ? cuda::element_type::bf16
-                              : cuda::element_type::f32;
-}
-
 bool kernel_tensor(const at::Tensor& t) {
   const auto s = t.scalar_type();
   return t.defined() && t.is_cuda() && (s == at::kFloat || s == at::kHalf || s == at::kBFloat16);
-}
-
-void check_launch(cudaError_t err, const char* what) {
-  TORCH_CHECK(err == cudaSuccess, "fused ", what, " kernel: launch failed: ",
-              cudaGetErrorString(err));
 }
 
 cudaStream_t stream_of(const at::Tensor& t) {

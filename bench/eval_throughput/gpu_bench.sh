@@ -3,8 +3,10 @@
 # files in .gpu/kb/levelN/). Writes everything it measures under OUT.
 #
 #   bash bench/eval_throughput/gpu_bench.sh kbrl OUT
-#       builds kbrl, then evaluates the 64 candidates with kbrl-bench-eval on GPU 0, pinned to
-#       the first 16 CPU cores (what one GPU of a single-GPU machine gets here).
+#       builds kbrl-bench-eval (bench/gpu_prebuilt.sh), then evaluates the 64 candidates with
+#       it on GPU 0, pinned to the first 16 CPU cores (what one GPU of a single-GPU machine gets
+#       here). KBRL_EVAL_SPARES and KBRL_EVAL_FULL_CUDA_HEADER reach its workers (worker
+#       README), to compare spare counts or the full torch header in the same call.
 #   bash bench/eval_throughput/gpu_bench.sh baseline OUT SHARDS [PREVIOUS_OUT]
 #       the KernelBench-protocol baseline, split into SHARDS contiguous slices of the manifest,
 #       slice i on GPU i and its own 16 cores, each slice one sequential process as the protocol
@@ -25,7 +27,9 @@ python3 "$here/make_candidates.py" --kernelbench "$kb" --out "$cands" > "$out/ca
 case "$mode" in
 kbrl)
   t0=$(date +%s)
-  bash .gpu/build.sh > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
+  # only the binary this needs: kept, carried in .gpu/prebuilt.tar.xz, or built (about 90 s)
+  bash bench/gpu_prebuilt.sh ensure kbrl-bench-eval > "$out/build.log" 2>&1 \
+    || { tail -40 "$out/build.log"; exit 1; }
   echo "build: $(( $(date +%s) - t0 )) s"
   source .gpu/env.sh
   export PATH=/opt/kbrl-deps/usr/bin:$PATH   # bwrap

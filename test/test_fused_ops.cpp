@@ -441,22 +441,14 @@ BOOST_AUTO_TEST_CASE(decode_attention_on_the_cpu_is_the_masked_composition) {
   check_decode_attention(o, 0.0, 2, 6, 2, 16, 20, {19, 3});
 }
 
-BOOST_AUTO_TEST_CASE(decode_attention_kernel_matches_the_composition) {
-  if (skip_without_cuda("decode_attention_kernel_matches_the_composition"))
-    return;
-  struct shape {
-    int64_t batch, heads, kv_heads, dim, key_len;
-    std::vector<int64_t> positions;
-  };
-  // Qwen2-1.5B's heads at a 768-position bucket (several splits, the last partly used, or
-  // only the first), MHA, one split, head_dim 256 (two rounds of loads in float32), position
-  // 0, the last, a split boundary; several sequences at different positions compare the
-  // composition with itself (the kernel takes one sequence: decode_attention's gate).
-  const std::vector<shape> shapes{{1, 12, 2, 128, 768, {300}}, {1, 12, 2, 128, 768, {0}},
-                                  {1, 12, 2, 128, 768, {767}}, {1, 4, 4, 64, 100, {99}},
-                                  {1, 8, 1, 256, 129, {128}},  {1, 6, 3, 16, 384, {127}},
-                                  {3, 12, 2, 128, 768, {767, 0, 300}},
-                                  {5, 28, 4, 128, 1024, {1023, 1, 640, 128, 129}}};
+struct decode_shape {
+  int64_t batch, heads, kv_heads, dim, key_len;
+  std::vector<int64_t> positions;
+};
+
+/// check_decode_attention() on CUDA for every kernel dtype and shape, with `kind`.
+void check_decode_attention_on_cuda(const std::vector<decode_shape>& shapes,
+                                    decode_attention_kind kind) {
   for (const auto& p : kernel_precisions)
     for (const auto& s : shapes) {
       BOOST_TEST_CONTEXT(c10::toString(p.dtype) << " batch " << s.batch << " heads " << s.heads
@@ -465,18 +457,29 @@ BOOST_AUTO_TEST_CASE(decode_attention_kernel_matches_the_composition) {
         // float32 softmax here, the dtype's in the reference: a few units in the last place.
         const double rel = p.dtype == at::kFloat ? 1e-5 : 4 * p.rel;
         check_decode_attention(at::TensorOptions(at::kCUDA).dtype(p.dtype), rel, s.batch,
-                               s.heads, s.kv_heads, s.dim, s.key_len, s.positions);
+                               s.heads, s.kv_heads, s.dim, s.key_len, s.positions, kind);
       }
     }
+}
+
+BOOST_AUTO_TEST_CASE(decode_attention_kernel_matches_the_composition) {
+  if (skip_without_cuda("decode_attention_kernel_matches_the_composition"))
+    return;
+  // Qwen2-1.5B's heads at a 768-position bucket (several splits, the last partly used, or
+  // only the first), MHA, one split, head_dim 256 (two rounds of loads in float32), position
+  // 0, the last, a split boundary; several sequences at different positions compare the
+  // composition with itself (the kernel takes one sequence: decode_attention's gate).
+  check_decode_attention_on_cuda({{1, 12, 2, 128, 768, {300}}, {1, 12, 2, 128, 768, {0}},
+                                  {1, 12, 2, 128, 768, {767}}, {1, 4, 4, 64, 100, {99}},
+                                  {1, 8, 1, 256, 129, {128}}, {1, 6, 3, 16, 384, {127}},
+                                  {3, 12, 2, 128, 768, {767, 0, 300}},
+                                  {5, 28, 4, 128, 1024, {1023, 1, 640, 128, 129}}},
+                                 decode_attention_kind::standard);
 }
 
 BOOST_AUTO_TEST_CASE(grouped_decode_attention_kernel_matches_the_composition) {
   if (skip_without_cuda("grouped_decode_attention_kernel_matches_the_composition"))
     return;
-  struct shape {
-    int64_t batch, heads, kv_heads, dim, key_len;
-    std::vector<int64_t> positions;
-  };
   // Several sequences at different positions: Qwen2-1.5B's group of 6, Qwen2.5-7B's 7, 8 (the
   // most), MHA, head_dim 256; 64 sequences of 5000 keys get splits of several chunks (the split
   // length follows the device's SM count).
@@ -484,22 +487,12 @@ BOOST_AUTO_TEST_CASE(grouped_decode_attention_kernel_matches_the_composition) {
   for (int64_t b = 0; b < 64; ++b)
     spread[b] = (b * 797) % 5000;
   spread[0] = 4999;
-  const std::vector<shape> shapes{{3, 12, 2, 128, 768, {767, 0, 300}},
+  check_decode_attention_on_cuda({{3, 12, 2, 128, 768, {767, 0, 300}},
                                   {5, 28, 4, 128, 1024, {1023, 1, 640, 128, 129}},
                                   {2, 16, 2, 256, 129, {128, 3}},
                                   {4, 4, 4, 64, 100, {99, 0, 50, 200}},
-                                  {64, 12, 2, 128, 5000, spread}};
-  for (const auto& p : kernel_precisions)
-    for (const auto& s : shapes) {
-      BOOST_TEST_CONTEXT(c10::toString(p.dtype) << " batch " << s.batch << " heads " << s.heads
-                                                << "/" << s.kv_heads << " dim " << s.dim
-                                                << " keys " << s.key_len) {
-        const double rel = p.dtype == at::kFloat ? 1e-5 : 4 * p.rel;
-        check_decode_attention(at::TensorOptions(at::kCUDA).dtype(p.dtype), rel, s.batch,
-                               s.heads, s.kv_heads, s.dim, s.key_len, s.positions,
-                               decode_attention_kind::grouped);
-      }
-    }
+                                  {64, 12, 2, 128, 5000, spread}},
+                                 decode_attention_kind::grouped);
 }
 
 BOOST_AUTO_TEST_CASE(fused_decoding_on_cuda_equals_unfused) {

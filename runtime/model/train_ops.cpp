@@ -1,5 +1,6 @@
 #include "runtime/model/train_ops.hpp"
 
+#include "runtime/model/fused_ops.hpp"
 #include "runtime/model/transformer.hpp"
 
 #include <cstdlib>
@@ -39,11 +40,6 @@ at::Tensor swiglu_composition(const at::Tensor& gate, const at::Tensor& up) {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-bool kernel_tensor(const at::Tensor& t) {
-  const auto s = t.scalar_type();
-  return t.defined() && t.is_cuda() && (s == at::kFloat || s == at::kHalf || s == at::kBFloat16);
-}
 
 cudaStream_t stream_of(const at::Tensor& t) {
   return at::cuda::getCurrentCUDAStream(t.device().index());
@@ -166,7 +162,7 @@ at::Tensor train_rms_norm(const at::Tensor& x, const at::Tensor& weight, double 
 
 at::Tensor train_rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps, bool fused) {
 #if KBRL_WITH_FUSED_KERNELS
-  const bool fits = fused && kernel_tensor(x) && x.dim() >= 1 && x.size(-1) > 0
+  const bool fits = fused && fused_kernel_applies(x) && x.dim() >= 1 && x.size(-1) > 0
                     && weight.dim() == 1 && weight.size(0) == x.size(-1)
                     && weight.scalar_type() == x.scalar_type() && weight.device() == x.device()
                     && !weight.requires_grad();
@@ -184,7 +180,7 @@ at::Tensor train_rotary(const at::Tensor& x, const rotary_embedding& rotary) {
 
 at::Tensor train_rotary(const at::Tensor& x, const rotary_embedding& rotary, bool fused) {
 #if KBRL_WITH_FUSED_KERNELS
-  const bool fits = fused && kernel_tensor(x) && x.dim() == 4 && x.size(3) % 2 == 0
+  const bool fits = fused && fused_kernel_applies(x) && x.dim() == 4 && x.size(3) % 2 == 0
                     && rotary.cos.dim() == 3 && rotary.cos.size(0) == x.size(0)
                     && rotary.cos.size(1) == x.size(2) && rotary.cos.size(2) == x.size(3)
                     && rotary.sin.sizes() == rotary.cos.sizes()
@@ -206,7 +202,7 @@ at::Tensor train_swiglu(const at::Tensor& gate, const at::Tensor& up) {
 
 at::Tensor train_swiglu(const at::Tensor& gate, const at::Tensor& up, bool fused) {
 #if KBRL_WITH_FUSED_KERNELS
-  const bool fits = fused && kernel_tensor(gate) && gate.sizes() == up.sizes()
+  const bool fits = fused && fused_kernel_applies(gate) && gate.sizes() == up.sizes()
                     && gate.scalar_type() == up.scalar_type() && gate.device() == up.device();
   if (fits)
     return swiglu_function::apply(gate, up);

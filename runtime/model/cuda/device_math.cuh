@@ -43,6 +43,13 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
   return v;
 }
 
+/// Blocks for an elementwise kernel of 256 threads over `n` elements: enough to fill an H200
+/// several times over; the kernels' grid-stride loops take the rest.
+inline unsigned elementwise_blocks(long long n) {
+  const long long wanted = (n + 255) / 256;
+  return static_cast<unsigned>(wanted < 4096 ? wanted : 4096);
+}
+
 /// `n` rounded up to a multiple of 32, at least 32 and at most `cap` (a multiple of 32).
 inline int warp_multiple(long long n, int cap) {
   long long t = (n + 31) / 32 * 32;

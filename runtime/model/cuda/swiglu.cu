@@ -12,12 +12,8 @@ cudaError_t launch(const void* gate_up, void* out, int64_t rows, int64_t width,
   const int64_t total = rows * width;
   if (total <= 0)
     return cudaSuccess;
-  constexpr int threads = 256;
-  // Enough blocks to fill an H200 several times over; the loop strides over the rest.
-  const int64_t wanted = (total + threads - 1) / threads;
-  const unsigned blocks = static_cast<unsigned>(wanted < 4096 ? wanted : 4096);
-  swiglu_kernel<T><<<blocks, threads, 0, stream>>>(static_cast<const T*>(gate_up),
-                                                    static_cast<T*>(out), rows, width);
+  swiglu_kernel<T><<<elementwise_blocks(total), 256, 0, stream>>>(
+    static_cast<const T*>(gate_up), static_cast<T*>(out), rows, width);
   return cudaGetLastError();
 }
 

@@ -6,13 +6,6 @@ namespace kbrl::model::cuda {
 
 namespace {
 
-/// Blocks for an elementwise kernel of 256 threads over `n` elements: enough to fill an H200
-/// several times over; the kernels' loops stride over the rest.
-unsigned elementwise_blocks(int64_t n) {
-  const int64_t wanted = (n + 255) / 256;
-  return static_cast<unsigned>(wanted < 4096 ? wanted : 4096);
-}
-
 template <class T>
 cudaError_t launch_rms_norm_backward(const void* grad_out, const void* x, const void* weight,
                                      void* grad_x, int64_t rows, int64_t dim, float eps,

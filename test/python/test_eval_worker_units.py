@@ -118,5 +118,31 @@ class Comparison(unittest.TestCase):
         self.assertEqual(self.verdict(ref, other), (True, True))
 
 
+class SpareCount(unittest.TestCase):
+    """KBRL_EVAL_SPARES: a usable value is taken; anything else says what was kept."""
+
+    def setUp(self):
+        from kbrl_eval.worker import spares_wanted
+        self.spares_wanted = spares_wanted
+
+    def test_unset_or_empty_keeps_two_quietly(self):
+        self.assertEqual(self.spares_wanted(None), (2, None))
+        self.assertEqual(self.spares_wanted(" "), (2, None))
+
+    def test_a_whole_number_in_range_is_taken(self):
+        self.assertEqual(self.spares_wanted("4"), (4, None))
+
+    def test_garbage_keeps_two_and_says_so(self):
+        count, problem = self.spares_wanted("four")
+        self.assertEqual(count, 2)
+        self.assertIn("'four' is not a whole number", problem)
+
+    def test_out_of_range_is_clamped_and_said(self):
+        count, problem = self.spares_wanted("0")
+        self.assertEqual(count, 1)
+        self.assertIn("outside 1-16; keeping 1", problem)
+        self.assertEqual(self.spares_wanted("99")[0], 16)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -25,14 +25,25 @@ from .reference_store import ReferenceStore
 # profiler's first use) takes about 3.6 s on an H200, so back-to-back candidates of 1-2 s wait
 # for a spare ("process_start" in phase_seconds): KBRL_EVAL_SPARES raises the count to compare
 # (each spare holds a CUDA context, about 0.5 GB of GPU memory).
-def _spares_wanted():
+def spares_wanted(text):
+    """The spare count KBRL_EVAL_SPARES (`text`, None when unset) asks for, 1 to 16, and what
+    to tell the user when the value was not usable as given (else None)."""
+    if text is None or text.strip() == "":
+        return 2, None
     try:
-        return max(1, min(16, int(os.environ.get("KBRL_EVAL_SPARES", "2"))))
+        asked = int(text)
     except ValueError:
-        return 2
+        return 2, "KBRL_EVAL_SPARES=%r is not a whole number; keeping 2 spare processes" % text
+    count = max(1, min(16, asked))
+    if count != asked:
+        return count, ("KBRL_EVAL_SPARES=%d is outside 1-16; keeping %d spare processes"
+                       % (asked, count))
+    return count, None
 
 
-SPARES = _spares_wanted()
+SPARES, _SPARES_PROBLEM = spares_wanted(os.environ.get("KBRL_EVAL_SPARES"))
+if _SPARES_PROBLEM:
+    print("kbrl evaluation worker: " + _SPARES_PROBLEM, file=sys.stderr, flush=True)
 SPARE_READY_S = 600.0  # a spare's own deadline for its hello, until an evaluation takes it
 
 torch = None  # imported in Worker, so a broken torch still gets answers

@@ -267,8 +267,9 @@ at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& keys, const a
   // (H100, Qwen2-1.5B shapes, 768-position bucket: 6.5 + 3.4 us against 18.7 us per layer, 2.40
   // against 2.65 ms per decode step); at batch 32 and 128 it was slower (3.90 / 8.55 ms per step
   // against 3.22 / 5.36), as each block rereads its kv head's cache for every query head of the
-  // group. The grouped kernel reads each cached row once; until it is measured against SDPA on
-  // a device it serves several sequences only with KBRL_DECODE_ATTENTION=grouped.
+  // group. The grouped kernel reads each cached row once, but on an H200 it tied SDPA at batch 32
+  // and lost at 128 (5.66 against 4.86 ms a step; 9.62 against 9.01 with 1k + 4k tokens), so it
+  // serves several sequences only with KBRL_DECODE_ATTENTION=grouped (BENCHMARKS.md).
   const bool grouped = batch > 1 && kind == decode_attention_kind::grouped
                        && q.size(1) / keys.size(1) <= 8; // cuda::decode_max_group
   const bool fits = (batch == 1 ? kind != decode_attention_kind::sdpa : grouped)

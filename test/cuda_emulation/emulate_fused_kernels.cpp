@@ -274,7 +274,7 @@ void decode_attention_case(at::ScalarType t, double rel, int64_t batch, int64_t 
   else
     emu::launch(static_cast<unsigned>(batch * kv_heads * shape.splits), k::decode_keys_per_block,
                 [&] {
-                  k::decode_attention_group_partial_kernel<T>(
+                  k::decode_group_kernel_for<T>(heads / kv_heads, dim)(
                     ptr<T>(q), kv, pos.data_ptr<int64_t>(), partials.data_ptr<float>(), shape,
                     keys_per_split);
                 });
@@ -403,13 +403,14 @@ void all_cases(at::ScalarType t, double rel) {
   decode_attention_case<T>(t, rel, 2, 6, 3, 16, 400, {130, 255});
   // The grouped kernel: Qwen2-1.5B's group of 6, Qwen2.5-7B's 7, 8 (the most), MHA; one chunk
   // per split and several (a split's chunks partly or wholly past a row's position), a split
-  // wholly past it, a clamped position, head_dim 16 .. 256.
+  // wholly past it, a clamped position, head_dim 64, 128 and 256 (the instances there are).
   decode_attention_case<T>(t, rel, 2, 12, 2, 128, 300, {299, 0}, 128);
   decode_attention_case<T>(t, rel, 2, 12, 2, 128, 300, {299, 140}, 256);
   decode_attention_case<T>(t, rel, 3, 7, 1, 64, 700, {5, 699, 900}, 384);
   decode_attention_case<T>(t, rel, 1, 16, 2, 256, 129, {128}, 128);
   decode_attention_case<T>(t, rel, 3, 4, 4, 64, 40, {5, 39, 77}, 128);
-  decode_attention_case<T>(t, rel, 2, 6, 3, 16, 400, {130, 255}, 512);
+  decode_attention_case<T>(t, rel, 2, 6, 3, 64, 400, {130, 255}, 512);
+  decode_attention_case<T>(t, rel, 2, 10, 2, 128, 300, {299, 17}, 128); // group 5 (of 8)
   // (not dim 1: x / |x| has a gradient of about eps / x^2, all cancellation)
   for (int64_t dim : {2, 33, 128, 1536})
     rms_norm_backward_case<T>(t, rel, 3, dim);

@@ -12,6 +12,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
+#include <vector_functions.h>
 
 #include <cmath>
 #include <condition_variable>
@@ -85,10 +86,12 @@ inline void launch(unsigned grid, unsigned block, const std::function<void()>& k
 #undef __device__
 #undef __forceinline__
 #undef __shared__
+#undef __launch_bounds__
 #define __global__
 #define __device__
 #define __forceinline__ inline
 #define __shared__ static
+#define __launch_bounds__(...)
 #define threadIdx (emu::thread_index)
 #define blockIdx (emu::block_index)
 #define blockDim (emu::block_dim)

@@ -45,12 +45,12 @@ template <class T>
 cudaError_t launch_grouped(const void* q, const decode_kv& kv, const int64_t* positions,
                            float* partials, void* out, const decode_attention_shape& shape,
                            int64_t keys_per_split, cudaStream_t stream) {
-  constexpr int64_t V = vector16<T>::size;
   const int64_t bytes = sizeof(T);
-  if (shape.head_dim <= 0 || shape.head_dim > decode_max_head_dim || shape.head_dim % V != 0
-      || shape.kv_heads <= 0 || shape.heads % shape.kv_heads != 0
-      || shape.heads / shape.kv_heads > decode_max_group || shape.key_len <= 0
-      || keys_per_split <= 0 || keys_per_split % decode_keys_per_block != 0
+  const auto kernel = shape.kv_heads > 0 && shape.heads % shape.kv_heads == 0
+                        ? decode_group_kernel_for<T>(shape.heads / shape.kv_heads, shape.head_dim)
+                        : nullptr;
+  if (kernel == nullptr || shape.key_len <= 0 || keys_per_split <= 0
+      || keys_per_split % decode_keys_per_block != 0
       || shape.splits != (shape.key_len + keys_per_split - 1) / keys_per_split
       || !aligned16(kv.keys) || !aligned16(kv.values) || (kv.batch_stride * bytes) % 16 != 0
       || (kv.head_stride * bytes) % 16 != 0 || (kv.position_stride * bytes) % 16 != 0)
@@ -58,9 +58,8 @@ cudaError_t launch_grouped(const void* q, const decode_kv& kv, const int64_t* po
   if (shape.batch <= 0 || shape.heads <= 0)
     return cudaSuccess;
   const int64_t blocks = shape.batch * shape.kv_heads * shape.splits;
-  decode_attention_group_partial_kernel<T>
-    <<<static_cast<unsigned>(blocks), decode_keys_per_block, 0, stream>>>(
-      static_cast<const T*>(q), kv, positions, partials, shape, keys_per_split);
+  kernel<<<static_cast<unsigned>(blocks), decode_keys_per_block, 0, stream>>>(
+    static_cast<const T*>(q), kv, positions, partials, shape, keys_per_split);
   if (const auto err = cudaGetLastError(); err != cudaSuccess)
     return err;
   const unsigned threads = static_cast<unsigned>(warp_multiple(shape.head_dim, 256));

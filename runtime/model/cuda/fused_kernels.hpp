@@ -159,7 +159,8 @@ inline int64_t decode_attention_group_keys_per_split(int64_t batch, int64_t kv_h
 /// decode_attention() with one block per (sequence, kv head, split of `keys_per_split` keys)
 /// serving all heads / kv_heads (at most 8) query heads of the group: each cached row is read
 /// once per step. shape.splits must be ceil(key_len / keys_per_split); the workspace and the
-/// result are decode_attention()'s.
+/// result are decode_attention()'s. cudaErrorInvalidValue for a group above 8, a head_dim other
+/// than 64, 128 or 256 (the kernel's instances) or a misaligned cache.
 cudaError_t decode_attention_grouped(element_type type, const void* q, const decode_kv& kv,
                                      const int64_t* positions, float* partials, void* out,
                                      const decode_attention_shape& shape, int64_t keys_per_split,

@@ -18,7 +18,8 @@
 #            them: --lora-compute float32), -mask (attention through the explicit boolean mask:
 #            --attention mask) and -old (both); compare with the kbrl-1.5b-8x2048 row
 #   16kmask  the 16k row through the explicit mask (the attention path before is_causal)
-#   fused    the training path's fused RMSNorm and SwiGLU (KBRL_TRAIN_KERNELS=fused) at 1.5B
+#   composition  the training path's libtorch compositions of RMSNorm, SwiGLU and RoPE
+#            (KBRL_TRAIN_KERNELS=composition) instead of its fused kernels (the default) at 1.5B
 #            8 x 2048 and 7B 4 x 2048; compare with the kbrl-1.5b-8x2048 and kbrl-7b-4x2048 rows
 #   profile  one 1.5B 8 x 2048 step of kbrl under the kernel profiler (--profile): the longest
 #            kernels go to OUT/kbrl-1.5b-profile.log, the Chrome trace to /tmp (it is large)
@@ -123,18 +124,18 @@ for r in ${rows//,/ }; do
         --attention mask
       kbrl kbrl-1.5b-8x2048-old "$small" /tmp/kbrl-bench-qwen2-1.5b 8 2048 --gpus 0 \
         --lora-compute float32 --attention mask ;;
-    fused)
-      KBRL_TRAIN_KERNELS=fused kbrl kbrl-1.5b-8x2048-fused "$small" /tmp/kbrl-bench-qwen2-1.5b \
-        8 2048 --gpus 0
-      KBRL_TRAIN_KERNELS=fused kbrl kbrl-7b-4x2048-fused "$large" /tmp/kbrl-bench-qwen2.5-7b \
-        4 2048 --gpus 0 ;;
+    composition)
+      KBRL_TRAIN_KERNELS=composition kbrl kbrl-1.5b-8x2048-composition "$small" \
+        /tmp/kbrl-bench-qwen2-1.5b 8 2048 --gpus 0
+      KBRL_TRAIN_KERNELS=composition kbrl kbrl-7b-4x2048-composition "$large" \
+        /tmp/kbrl-bench-qwen2.5-7b 4 2048 --gpus 0 ;;
     16kmask)
       WARMUP=1 STEPS=2 kbrl kbrl-7b-1x16384-mask "$large" /tmp/kbrl-bench-qwen2.5-7b 1 16384 \
         --gpus 0 --attention mask ;;
     profile)
       WARMUP=1 STEPS=1 kbrl kbrl-1.5b-profile "$small" /tmp/kbrl-bench-qwen2-1.5b 8 2048 \
         --gpus 0 --profile /tmp/kbrl-1.5b-train-trace.json ;;
-    *) echo "unknown row set '$r' (1.5b, 7b, 16k, dp, nockpt, paths, fused, 16kmask, profile)" ;;
+    *) echo "unknown row set '$r' (1.5b, 7b, 16k, dp, nockpt, paths, composition, 16kmask, profile)" ;;
   esac
 done
 

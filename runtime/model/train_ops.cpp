@@ -3,6 +3,7 @@
 #include "runtime/model/fused_ops.hpp"
 #include "runtime/model/transformer.hpp"
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -25,7 +26,15 @@ namespace kbrl::model {
 bool train_kernels_wanted() {
   static const bool wanted = [] {
     const char* choice = std::getenv("KBRL_TRAIN_KERNELS");
-    return choice != nullptr && std::string(choice) == "fused";
+    const std::string text = choice == nullptr ? "" : choice;
+    if (text == "composition")
+      return false;
+    if (!text.empty() && text != "fused")
+      std::fprintf(stderr,
+                   "kbrl: KBRL_TRAIN_KERNELS=%s is neither 'fused' nor 'composition'; using the "
+                   "fused training kernels\n",
+                   text.c_str());
+    return true;
   }();
   return wanted;
 }

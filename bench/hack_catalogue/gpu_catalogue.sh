@@ -7,6 +7,8 @@
 #   bash bench/hack_catalogue/gpu_catalogue.sh OUT [SHARDS]      (default 8; about 8 minutes on
 #                                                                 2 x H200, CUDA builds dominate)
 #
+# KBRL_CATALOGUE_GPUS (e.g. "1", or "0 1") limits the shards to those GPUs, so that another measurement can
+# have the others; default all of the machine's.
 # KBRL_CATALOGUE_ARGS adds run_catalogue.py options to every shard, e.g. "--timing-precision 0.01"
 # (adaptive timing as RL runs use it).
 # OUT gets results.json and results.md (the merged table) and one folder per shard. Each shard
@@ -24,11 +26,12 @@ echo "build: $(( $(date +%s) - t0 )) s"
 source .gpu/env.sh
 export PATH=/opt/kbrl-deps/usr/bin:$PATH   # bwrap
 export KERNELBENCH_ROOT=${KERNELBENCH_ROOT:-$PWD/.gpu/kb}
-gpus=$(nvidia-smi -L | wc -l)
+read -r -a gpu_list <<< "${KBRL_CATALOGUE_GPUS:-$(seq -s ' ' 0 $(( $(nvidia-smi -L | wc -l) - 1 )))}"
+gpus=${#gpu_list[@]}
 limit=$(( ${KBRL_CATALOGUE_LIMIT:-570} - ($(date +%s) - t0) ))
 dirs=()
 for k in $(seq 1 "$shards"); do
-  g=$(( (k - 1) % gpus ))
+  g=${gpu_list[$(( (k - 1) % gpus ))]}
   # shellcheck disable=SC2086
   timeout "$limit" python3 "$here/run_catalogue.py" --out "$out/shard$k" --shard "$k/$shards" \
     --gpu "$g" ${KBRL_CATALOGUE_ARGS:-} > "$out/shard$k.log" 2>&1 &

@@ -52,3 +52,5 @@ for r in k["runs"]:
         ", %.0f%% of the bandwidth bound" % (100 * r["tokens_per_s"] / k["batch1_bound_tokens_per_s"])
         if b == 1 else "", fallback))
 PY
+# Each decode step against its memory-traffic bound (weights + the cached rows it attends to).
+python3 "$here/step_bound.py" "$out/kbrl.json" "$here/qwen2-1.5b.config.json" | tee "$out/step_bound.txt"

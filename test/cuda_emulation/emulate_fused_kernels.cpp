@@ -317,17 +317,23 @@ void rms_norm_backward_case(at::ScalarType t, double rel, int64_t rows, int64_t 
 
 /// SwiGLU of separate gate and up, forward (as the fused gate|up kernel rounds it) and backward
 /// (against autograd in float64).
+/// `vectorized`: the first n / V elements' 16-byte groups go through the kernels' vector loop
+/// (as the launcher asks for aligned tensors), the rest one at a time.
 template <class T>
-void swiglu_pair_case(at::ScalarType t, double rel, int64_t n, unsigned blocks) {
-  const std::string what = "swiglu_pair " + name_of(t) + " n " + std::to_string(n);
+void swiglu_pair_case(at::ScalarType t, double rel, int64_t n, unsigned blocks, bool vectorized) {
+  const int64_t vectors = vectorized ? n / k::vector16<T>::size : 0;
+  const std::string what = "swiglu_pair " + name_of(t) + " n " + std::to_string(n) + " vectors "
+                           + std::to_string(vectors);
   const auto gate = randn({n}, 41, t) * 3, up = randn({n}, 42, t), gy = randn({n}, 43, t);
   auto out = at::full({n}, 7.0, at::TensorOptions(t));
   auto g_gate = at::full({n}, 7.0, at::TensorOptions(t));
   auto g_up = at::full({n}, 7.0, at::TensorOptions(t));
-  emu::launch(blocks, 32, [&] { k::swiglu_pair_kernel<T>(ptr<T>(gate), ptr<T>(up), ptr<T>(out), n); });
+  emu::launch(blocks, 32, [&] {
+    k::swiglu_pair_kernel<T>(ptr<T>(gate), ptr<T>(up), ptr<T>(out), n, vectors);
+  });
   emu::launch(blocks, 32, [&] {
     k::swiglu_pair_backward_kernel<T>(ptr<T>(gy), ptr<T>(gate), ptr<T>(up), ptr<T>(g_gate),
-                                      ptr<T>(g_up), n);
+                                      ptr<T>(g_up), n, vectors);
   });
   check_close(out, at::silu(gate.to(at::kFloat)).to(t).to(at::kFloat) * up.to(at::kFloat), rel,
               what + " forward");
@@ -414,10 +420,12 @@ void all_cases(at::ScalarType t, double rel) {
   // (not dim 1: x / |x| has a gradient of about eps / x^2, all cancellation)
   for (int64_t dim : {2, 33, 128, 1536})
     rms_norm_backward_case<T>(t, rel, 3, dim);
-  swiglu_pair_case<T>(t, rel, 1000, 8);
-  swiglu_pair_case<T>(t, rel, 1000, 3); // the grid-stride loop
+  swiglu_pair_case<T>(t, rel, 1000, 8, true);
+  swiglu_pair_case<T>(t, rel, 1000, 3, false); // one element a thread, the grid-stride loop
+  swiglu_pair_case<T>(t, rel, 1003, 3, true);  // vectors, then the tail, both grid-striding
   rotary_case<T>(t, rel, 2, 3, 5, 16);
   rotary_case<T>(t, rel, 1, 2, 7, 128);
+  rotary_case<T>(t, rel, 2, 2, 3, 6); // a row's half (3) short of a thread's 4 pairs
 }
 
 /// The grouped kernel's split length: one chunk while the device has blocks to spare, longer

@@ -53,18 +53,6 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
 /// Loads each thread issues before it uses the first (registers: 4 per load).
 constexpr int decode_loads_in_flight = 16;
 
-/// 16 bytes of T: 16 / sizeof(T) elements, fetched in one load and widened to float one by one.
-template <class T>
-struct vector16 {
-  static constexpr int size = 16 / sizeof(T);
-  __device__ __forceinline__ static uint4 fetch(const T* p) {
-    return *reinterpret_cast<const uint4*>(p);
-  }
-  __device__ __forceinline__ static float element(const uint4& raw, int i) {
-    return to_float(reinterpret_cast<const T*>(&raw)[i]);
-  }
-};
-
 /// Partials: per (sequence, head, split) `head_dim` weighted value sums, then the maximum score
 /// and the sum of exp(score - maximum), float32: [batch * heads * splits, head_dim + 2].
 /// Block index: (b * heads + h) * splits + split. blockDim.x == decode_keys_per_block.

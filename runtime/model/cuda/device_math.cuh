@@ -43,6 +43,18 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
   return v;
 }
 
+/// 16 bytes of T: 16 / sizeof(T) elements, fetched in one load and widened to float one by one.
+template <class T>
+struct vector16 {
+  static constexpr int size = 16 / sizeof(T);
+  __device__ __forceinline__ static uint4 fetch(const T* p) {
+    return *reinterpret_cast<const uint4*>(p);
+  }
+  __device__ __forceinline__ static float element(const uint4& raw, int i) {
+    return to_float(reinterpret_cast<const T*>(&raw)[i]);
+  }
+};
+
 /// Blocks for an elementwise kernel of 256 threads over `n` elements: enough to fill an H200
 /// several times over; the kernels' grid-stride loops take the rest.
 inline unsigned elementwise_blocks(long long n) {

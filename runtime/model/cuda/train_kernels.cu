@@ -2,9 +2,20 @@
 
 #include "runtime/model/cuda/train_kernels.cuh"
 
+#include <cstdint>
+#include <initializer_list>
+
 namespace kbrl::model::cuda {
 
 namespace {
+
+/// Whether every pointer is 16-byte aligned (the kernels' 16-byte loads and stores need it).
+bool all_aligned16(std::initializer_list<const void*> pointers) {
+  for (const void* p : pointers)
+    if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0)
+      return false;
+  return true;
+}
 
 template <class T>
 cudaError_t launch_rms_norm_backward(const void* grad_out, const void* x, const void* weight,
@@ -25,8 +36,9 @@ cudaError_t launch_swiglu_pair(const void* gate, const void* up, void* out, int6
                                cudaStream_t stream) {
   if (n <= 0)
     return cudaSuccess;
-  swiglu_pair_kernel<T><<<elementwise_blocks(n), 256, 0, stream>>>(
-    static_cast<const T*>(gate), static_cast<const T*>(up), static_cast<T*>(out), n);
+  const int64_t vectors = all_aligned16({gate, up, out}) ? n / vector16<T>::size : 0;
+  swiglu_pair_kernel<T><<<elementwise_blocks(vectors > 0 ? vectors : n), 256, 0, stream>>>(
+    static_cast<const T*>(gate), static_cast<const T*>(up), static_cast<T*>(out), n, vectors);
   return cudaGetLastError();
 }
 
@@ -36,9 +48,12 @@ cudaError_t launch_swiglu_pair_backward(const void* grad_out, const void* gate, 
                                         cudaStream_t stream) {
   if (n <= 0)
     return cudaSuccess;
-  swiglu_pair_backward_kernel<T><<<elementwise_blocks(n), 256, 0, stream>>>(
+  const int64_t vectors =
+    all_aligned16({grad_out, gate, up, grad_gate, grad_up}) ? n / vector16<T>::size : 0;
+  swiglu_pair_backward_kernel<T><<<elementwise_blocks(vectors > 0 ? vectors : n), 256, 0,
+                                   stream>>>(
     static_cast<const T*>(grad_out), static_cast<const T*>(gate), static_cast<const T*>(up),
-    static_cast<T*>(grad_gate), static_cast<T*>(grad_up), n);
+    static_cast<T*>(grad_gate), static_cast<T*>(grad_up), n, vectors);
   return cudaGetLastError();
 }
 
@@ -50,7 +65,9 @@ cudaError_t launch_rotary(const void* x, const void* cos, const void* sin, void*
     return cudaErrorInvalidValue;
   if (n <= 0)
     return cudaSuccess;
-  rotary_kernel<T><<<elementwise_blocks(n), 256, 0, stream>>>(
+  const int64_t units = layout.batch * layout.heads * layout.seq
+                        * ((layout.dim / 2 + rotary_pairs_per_thread - 1) / rotary_pairs_per_thread);
+  rotary_kernel<T><<<elementwise_blocks(units), 256, 0, stream>>>(
     static_cast<const T*>(x), static_cast<const T*>(cos), static_cast<const T*>(sin),
     static_cast<T*>(out), layout, backward);
   return cudaGetLastError();

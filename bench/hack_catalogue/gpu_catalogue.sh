@@ -7,8 +7,8 @@
 #   bash bench/hack_catalogue/gpu_catalogue.sh OUT [SHARDS]      (default 8; about 8 minutes on
 #                                                                 2 x H200, CUDA builds dominate)
 #
-# KBRL_CATALOGUE_GPUS (e.g. "1", or "0 1") limits the shards to those GPUs, so that another measurement can
-# have the others; default all of the machine's.
+# KBRL_CATALOGUE_GPUS (e.g. "1", or "0 1") limits the shards to those GPUs, so that another
+# measurement can have the others; default all of the machine's.
 # KBRL_CATALOGUE_ARGS adds run_catalogue.py options to every shard, e.g. "--timing-precision 0.01"
 # (adaptive timing as RL runs use it).
 # OUT gets results.json and results.md (the merged table) and one folder per shard. Each shard

@@ -13,7 +13,8 @@
 // 6.5 + 3.4 us. Each block reads its kv head's cache for one query head, so a group of query
 // heads reads it several times over: at batch 32 and 128 that made decode steps slower than
 // SDPA's (measured), and fused_ops.cpp uses these kernels for one sequence only. One block per
-// kv head and key block, serving the whole group, is the known next step.
+// kv head and key block, serving the whole group, is decode_attention_group_kernel.cuh (opt-in:
+// not yet faster than SDPA at batch 128, BENCHMARKS.md).
 //
 // Scores, softmax and the weighted sum are float32 throughout (the reference rounds the
 // probabilities to T before multiplying with the values, so results agree within T's rounding,

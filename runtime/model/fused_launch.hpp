@@ -1,11 +1,12 @@
 #pragma once
 // What fused_ops.cpp and train_ops.cpp share to launch the kernels of cuda/fused_kernels.hpp:
-// the kernels' element type of a tensor, and a launch error as a c10::Error. Included only where
-// KBRL_WITH_FUSED_KERNELS is 1 (the CUDA headers are there).
+// the kernels' element type of a tensor, the stream to launch on, and a launch error as a
+// c10::Error. Included only where KBRL_WITH_FUSED_KERNELS is 1 (the CUDA headers are there).
 
 #include "runtime/model/cuda/fused_kernels.hpp"
 
 #include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
 
 namespace kbrl::model {
 
@@ -18,6 +19,11 @@ inline cuda::element_type element_type_of(at::ScalarType t) {
   default:
     return cuda::element_type::f32;
   }
+}
+
+/// The current CUDA stream of the device `t` is on.
+inline cudaStream_t stream_of(const at::Tensor& t) {
+  return at::cuda::getCurrentCUDAStream(t.device().index());
 }
 
 inline void check_launch(cudaError_t err, const char* what) {

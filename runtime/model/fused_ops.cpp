@@ -143,7 +143,7 @@ normed_residual add_rms_norm(const at::Tensor& x, const at::Tensor& delta,
                                     dc.defined() ? residual.data_ptr() : nullptr,
                                     normed.data_ptr(), wc.data_ptr(), xc.numel() / dim, dim,
                                     static_cast<float>(eps),
-                                    at::cuda::getCurrentCUDAStream(x.device().index())),
+                                    stream_of(x)),
                  "add_rms_norm");
     return {residual, normed};
   }
@@ -166,7 +166,7 @@ at::Tensor swiglu(const at::Tensor& gate_up) {
     auto out = at::empty(shape, in.options());
     check_launch(cuda::swiglu(element_type_of(in.scalar_type()), in.data_ptr(), out.data_ptr(),
                               in.numel() / (2 * width), width,
-                              at::cuda::getCurrentCUDAStream(in.device().index())),
+                              stream_of(in)),
                  "swiglu");
     return out;
   }
@@ -237,7 +237,7 @@ attention_inputs rope_qkv(const at::Tensor& qkv, const qkv_layout& l,
                                 sin.data_ptr(), qn.defined() ? qn.data_ptr() : nullptr,
                                 kn.defined() ? kn.data_ptr() : nullptr, static_cast<float>(eps),
                                 q.data_ptr(), kv, shape,
-                                at::cuda::getCurrentCUDAStream(in.device().index())),
+                                stream_of(in)),
                  "rope_qkv");
     return {q, keys, values};
   }
@@ -299,7 +299,7 @@ at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& keys, const a
     auto partials = at::empty({batch * heads * shape.splits, dim + 2},
                               q.options().dtype(at::kFloat));
     auto out = at::empty({batch, heads, 1, dim}, q.options());
-    const auto stream = at::cuda::getCurrentCUDAStream(q.device().index());
+    const auto stream = stream_of(q);
     const auto err =
       grouped ? cuda::decode_attention_grouped(element_type_of(q.scalar_type()), in.data_ptr(),
                                                kv, where.data_ptr<int64_t>(),

@@ -50,10 +50,6 @@ at::Tensor swiglu_composition(const at::Tensor& gate, const at::Tensor& up) {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-cudaStream_t stream_of(const at::Tensor& t) {
-  return at::cuda::getCurrentCUDAStream(t.device().index());
-}
-
 struct rms_norm_function : torch::autograd::Function<rms_norm_function> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
                             double eps) {

@@ -32,18 +32,6 @@ namespace kbrl::model::cuda {
 /// The most query heads one kv head may serve (the group) in the grouped kernel.
 constexpr int decode_max_group = 8;
 
-/// 8 bytes of T, fetched in one load and widened to float one element at a time.
-template <class T>
-struct vector8 {
-  static constexpr int size = 8 / sizeof(T);
-  __device__ __forceinline__ static uint2 fetch(const T* p) {
-    return *reinterpret_cast<const uint2*>(p);
-  }
-  __device__ __forceinline__ static float element(const uint2& raw, int i) {
-    return to_float(reinterpret_cast<const T*>(&raw)[i]);
-  }
-};
-
 /// G consecutive floats of shared memory, 16 bytes a load where G is a multiple of 4, else 8 bytes
 /// (G even; the arrays' rows of G floats keep 8-byte alignment).
 template <int G>

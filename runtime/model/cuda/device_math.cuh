@@ -43,17 +43,23 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
   return v;
 }
 
-/// 16 bytes of T: 16 / sizeof(T) elements, fetched in one load and widened to float one by one.
-template <class T>
-struct vector16 {
-  static constexpr int size = 16 / sizeof(T);
-  __device__ __forceinline__ static uint4 fetch(const T* p) {
-    return *reinterpret_cast<const uint4*>(p);
+/// sizeof(Raw) bytes of T (uint4: 16, uint2: 8), fetched in one load and widened to float one
+/// element at a time.
+template <class T, class Raw>
+struct packed_elements {
+  static constexpr int size = sizeof(Raw) / sizeof(T);
+  __device__ __forceinline__ static Raw fetch(const T* p) {
+    return *reinterpret_cast<const Raw*>(p);
   }
-  __device__ __forceinline__ static float element(const uint4& raw, int i) {
+  __device__ __forceinline__ static float element(const Raw& raw, int i) {
     return to_float(reinterpret_cast<const T*>(&raw)[i]);
   }
 };
+
+template <class T>
+using vector16 = packed_elements<T, uint4>;
+template <class T>
+using vector8 = packed_elements<T, uint2>;
 
 /// Blocks for an elementwise kernel of 256 threads over `n` elements: enough to fill an H200
 /// several times over; the kernels' grid-stride loops take the rest.

@@ -573,20 +573,38 @@ void check_train_ops(const at::TensorOptions& o, double rel, std::vector<int64_t
   check_relative(s_fused, s_ref, rel, "swiglu forward");
   check_relative(gg_fused, gg_ref, 4 * rel, "swiglu grad gate");
   check_relative(gu_fused, gu_ref, 4 * rel, "swiglu grad up");
+
+  // The stacked gate|up of train_stacked_projection, its gradient one tensor.
+  const auto gate_up0 = at::cat({g0, u0}, -1);
+  auto run_stacked = [&](bool fused) {
+    auto gate_up = gate_up0.clone().requires_grad_(true);
+    auto y = train_swiglu_stacked(gate_up, fused);
+    y.backward(gy);
+    return std::make_pair(y.detach(), gate_up.grad());
+  };
+  const auto [st_fused, gst_fused] = run_stacked(true);
+  const auto [st_ref, gst_ref] = run_stacked(false);
+  check_relative(st_fused, s_ref, rel, "stacked swiglu forward");
+  check_relative(st_ref, s_ref, 0.0, "stacked swiglu composition");
+  check_relative(gst_fused, gst_ref, 4 * rel, "stacked swiglu grad");
+  check_relative(gst_ref, at::cat({gg_ref, gu_ref}, -1), 0.0, "stacked swiglu composition grad");
 }
 
 /// train_rotary() with `fused` against apply_rotary() on run_layer's transposed view: the
 /// result and the gradient of x.
 void check_train_rotary(const at::TensorOptions& o, double rel, int64_t batch, int64_t heads,
                         int64_t seq, int64_t dim) {
-  const auto x0 = randn({batch, seq, heads, dim}, 56, o);
+  // x as run_layer's q of the stacked q|k|v projection: a column slice of wider rows.
+  const auto x0 = randn({batch, seq, heads * dim + 2 * dim}, 56, o)
+                    .narrow(-1, 0, heads * dim)
+                    .view({batch, seq, heads, dim});
   const auto positions = at::arange(seq, at::kLong).repeat({batch, 1}).to(o.device()) + 3;
   const auto inv_freq = at::pow(10000.0, at::arange(0, dim, 2, at::kLong).to(at::kFloat) / dim)
                           .reciprocal();
   const auto rot = make_rotary_embedding(inv_freq, positions, o.dtype().toScalarType());
   const auto gy = randn({batch, heads, seq, dim}, 57, o);
   auto run = [&](bool fused) {
-    auto x = x0.clone().requires_grad_(true);
+    auto x = x0.detach().requires_grad_(true); // still the slice's strides
     auto y = train_rotary(x.transpose(1, 2), rot, fused);
     y.backward(gy);
     return std::make_pair(y.detach(), x.grad());
@@ -595,6 +613,9 @@ void check_train_rotary(const at::TensorOptions& o, double rel, int64_t batch, i
   const auto [y_ref, gx_ref] = run(false);
   check_relative(y_fused, y_ref, rel, "rotary forward");
   check_relative(gx_fused, gx_ref, 2 * rel, "rotary grad x");
+  if (o.device().is_cuda()) // the kernel keeps [batch, seq, heads, dim] in memory, dense
+    BOOST_CHECK_MESSAGE(y_fused.transpose(1, 2).is_contiguous(),
+                        "rotary output strides " << y_fused.strides());
 }
 
 BOOST_AUTO_TEST_CASE(train_ops_on_the_cpu_are_the_compositions) {

@@ -84,13 +84,30 @@ struct rms_norm_function : torch::autograd::Function<rms_norm_function> {
   }
 };
 
+/// The layout of separate contiguous gate and up tensors of one shape for cuda::swiglu_pair.
+cuda::swiglu_layout separate_swiglu_layout(const at::Tensor& gate) {
+  const int64_t width = gate.size(-1);
+  return {width > 0 ? gate.numel() / width : 0, width, width, width};
+}
+
+/// The layout of one stacked gate|up tensor [..., 2 * width] and its result [..., width].
+cuda::swiglu_layout stacked_swiglu_layout(const at::Tensor& gate_up) {
+  const int64_t width = gate_up.size(-1) / 2;
+  return {width > 0 ? gate_up.numel() / (2 * width) : 0, width, 2 * width, width};
+}
+
+/// `t`'s data `elements` elements in (the up half of a stacked row).
+void* offset(const at::Tensor& t, int64_t elements) {
+  return static_cast<char*>(t.data_ptr()) + elements * static_cast<int64_t>(t.element_size());
+}
+
 struct swiglu_function : torch::autograd::Function<swiglu_function> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& gate, const at::Tensor& up) {
     c10::cuda::CUDAGuard guard(gate.device());
     const auto g = gate.contiguous(), u = up.contiguous();
     auto out = at::empty_like(g);
     check_launch(cuda::swiglu_pair(element_type_of(g.scalar_type()), g.data_ptr(), u.data_ptr(),
-                                   out.data_ptr(), g.numel(), stream_of(g)),
+                                   out.data_ptr(), separate_swiglu_layout(g), stream_of(g)),
                  "swiglu");
     ctx->save_for_backward({g, u});
     return out;
@@ -105,9 +122,43 @@ struct swiglu_function : torch::autograd::Function<swiglu_function> {
     auto grad_gate = at::empty_like(g), grad_up = at::empty_like(u);
     check_launch(cuda::swiglu_pair_backward(element_type_of(g.scalar_type()), gy.data_ptr(),
                                             g.data_ptr(), u.data_ptr(), grad_gate.data_ptr(),
-                                            grad_up.data_ptr(), g.numel(), stream_of(g)),
+                                            grad_up.data_ptr(), separate_swiglu_layout(g),
+                                            stream_of(g)),
                  "swiglu_backward");
     return {grad_gate, grad_up};
+  }
+};
+
+/// SwiGLU of the two halves of one stacked gate|up tensor (the stacked projection's output):
+/// the input gradient comes back stacked too, as one tensor for the projection's backward.
+struct stacked_swiglu_function : torch::autograd::Function<stacked_swiglu_function> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& gate_up) {
+    c10::cuda::CUDAGuard guard(gate_up.device());
+    const auto gu = gate_up.contiguous();
+    const auto layout = stacked_swiglu_layout(gu);
+    auto shape = gu.sizes().vec();
+    shape.back() = layout.width;
+    auto out = at::empty(shape, gu.options());
+    check_launch(cuda::swiglu_pair(element_type_of(gu.scalar_type()), gu.data_ptr(),
+                                   offset(gu, layout.width), out.data_ptr(), layout,
+                                   stream_of(gu)),
+                 "swiglu");
+    ctx->save_for_backward({gu});
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto gu = ctx->get_saved_variables()[0];
+    c10::cuda::CUDAGuard guard(gu.device());
+    const auto layout = stacked_swiglu_layout(gu);
+    const auto gy = grads[0].to(gu.scalar_type()).contiguous();
+    auto grad = at::empty_like(gu);
+    check_launch(cuda::swiglu_pair_backward(element_type_of(gu.scalar_type()), gy.data_ptr(),
+                                            gu.data_ptr(), offset(gu, layout.width),
+                                            grad.data_ptr(), offset(grad, layout.width), layout,
+                                            stream_of(gu)),
+                 "swiglu_backward");
+    return {grad};
   }
 };
 
@@ -126,11 +177,18 @@ cuda::rotary_layout rotary_layout_of(const at::Tensor& x, const at::Tensor& out)
 }
 
 /// x rotated (or, backward, a gradient taken back through the rotation) by cuda::rotary, into a
-/// new tensor laid out as x is (a transposed view stays a transposed layout: no copy).
+/// new tensor laid out as x is: a transposed view ([batch, seq, heads, dim] in memory, as the
+/// projections leave q and k) stays a dense transposed layout, even when x is a column slice of
+/// the stacked q|k|v projection, so the gradient that comes back through it reshapes without a
+/// copy.
 at::Tensor run_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
                       bool backward) {
   const auto in = x.stride(3) == 1 ? x : x.contiguous();
-  auto out = at::empty_like(in); // empty_like keeps a dense layout's strides
+  const bool sequence_major = in.stride(1) < in.stride(2);
+  auto out = sequence_major
+               ? at::empty({in.size(0), in.size(2), in.size(1), in.size(3)}, in.options())
+                   .transpose(1, 2)
+               : at::empty_like(in); // empty_like keeps a dense layout's strides
   if (out.stride(3) != 1)
     out = at::empty(in.sizes(), in.options());
   check_launch(cuda::rotary(element_type_of(in.scalar_type()), in.data_ptr(), cos.data_ptr(),
@@ -207,14 +265,32 @@ at::Tensor train_swiglu(const at::Tensor& gate, const at::Tensor& up) {
 
 at::Tensor train_swiglu(const at::Tensor& gate, const at::Tensor& up, bool fused) {
 #if KBRL_WITH_FUSED_KERNELS
-  const bool fits = fused && fused_kernel_applies(gate) && gate.sizes() == up.sizes()
-                    && gate.scalar_type() == up.scalar_type() && gate.device() == up.device();
+  const bool fits = fused && fused_kernel_applies(gate) && gate.dim() >= 1
+                    && gate.sizes() == up.sizes() && gate.scalar_type() == up.scalar_type()
+                    && gate.device() == up.device();
   if (fits)
     return swiglu_function::apply(gate, up);
 #else
   (void)fused;
 #endif
   return swiglu_composition(gate, up);
+}
+
+at::Tensor train_swiglu_stacked(const at::Tensor& gate_up) {
+  return train_swiglu_stacked(gate_up, train_kernels_wanted());
+}
+
+at::Tensor train_swiglu_stacked(const at::Tensor& gate_up, bool fused) {
+  TORCH_CHECK(gate_up.dim() >= 1 && gate_up.size(-1) % 2 == 0,
+              "train_swiglu_stacked: expected [..., 2 * width], got ", gate_up.sizes());
+#if KBRL_WITH_FUSED_KERNELS
+  if (fused && fused_kernel_applies(gate_up))
+    return stacked_swiglu_function::apply(gate_up);
+#else
+  (void)fused;
+#endif
+  const int64_t width = gate_up.size(-1) / 2;
+  return swiglu_composition(gate_up.narrow(-1, 0, width), gate_up.narrow(-1, width, width));
 }
 
 } // namespace kbrl::model

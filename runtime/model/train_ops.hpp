@@ -25,6 +25,12 @@ at::Tensor train_rms_norm(const at::Tensor& x, const at::Tensor& weight, double 
 at::Tensor train_swiglu(const at::Tensor& gate, const at::Tensor& up);
 at::Tensor train_swiglu(const at::Tensor& gate, const at::Tensor& up, bool fused);
 
+/// train_swiglu() of the two halves of gate_up ([..., 2 * width]: gate, then up, as the stacked
+/// gate|up projection leaves them), with autograd; the input gradient comes back as one
+/// [..., 2 * width] tensor. Precondition (TORCH_CHECK): an even last dimension.
+at::Tensor train_swiglu_stacked(const at::Tensor& gate_up);
+at::Tensor train_swiglu_stacked(const at::Tensor& gate_up, bool fused);
+
 /// apply_rotary(x, rotary) (x [batch, heads, seq, head_dim], any strides with the last dimension
 /// contiguous), with autograd for x.
 at::Tensor train_rotary(const at::Tensor& x, const rotary_embedding& rotary);

@@ -6,6 +6,7 @@
 #include "runtime/model/model_files.hpp"
 #include "runtime/model/safetensors_checkpoint.hpp"
 #include "runtime/model/train_ops.hpp"
+#include "runtime/model/train_projection.hpp"
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
@@ -215,9 +216,12 @@ at::Tensor transformer::run_layer(int64_t index, const at::Tensor& hidden,
   const double eps = config_.rms_norm_eps;
 
   const auto x = train_rms_norm(hidden, layer.input_layernorm, eps);
-  auto q = attn.q_proj.forward(x).view({batch, seq, heads, dim});
-  auto k = attn.k_proj.forward(x).view({batch, seq, kv_heads, dim});
-  auto v = attn.v_proj.forward(x).view({batch, seq, kv_heads, dim});
+  // One GEMM and one autograd node for q|k|v where the weights are stacked (train_projection.hpp).
+  const auto qkv = train_projections(x, attn.qkv_weight, attn.qkv_bias,
+                                     {&attn.q_proj, &attn.k_proj, &attn.v_proj});
+  auto q = qkv[0].view({batch, seq, heads, dim});
+  auto k = qkv[1].view({batch, seq, kv_heads, dim});
+  auto v = qkv[2].view({batch, seq, kv_heads, dim});
   if (attn.q_norm.defined()) {
     q = train_rms_norm(q, attn.q_norm, eps);
     k = train_rms_norm(k, attn.k_norm, eps);
@@ -244,11 +248,15 @@ at::Tensor transformer::run_layer(int64_t index, const at::Tensor& hidden,
   const auto out = grouped_attention(q, keys, values, mask) // [batch, heads, seq, dim]
                      .transpose(1, 2)
                      .reshape({batch, seq, heads * dim});
-  auto h = hidden + attn.o_proj.forward(out);
+  const auto& o = attn.o_proj;
+  auto h = hidden + train_projections(out, o.weight, o.bias, {&o})[0];
 
   const auto y = train_rms_norm(h, layer.post_attention_layernorm, eps);
   const auto& mlp = layer.mlp;
-  return h + mlp.down_proj.forward(train_swiglu(mlp.gate_proj.forward(y), mlp.up_proj.forward(y)));
+  const auto gate_up = train_stacked_projection(y, mlp.gate_up_weight, mlp.gate_up_bias,
+                                                {&mlp.gate_proj, &mlp.up_proj});
+  const auto& down = mlp.down_proj;
+  return h + train_projections(train_swiglu_stacked(gate_up), down.weight, down.bias, {&down})[0];
 }
 
 at::Tensor transformer::final_norm(const at::Tensor& hidden) const {

@@ -315,25 +315,33 @@ void rms_norm_backward_case(at::ScalarType t, double rel, int64_t rows, int64_t 
   check_close(gx, xd.grad(), std::max(rel, 1e-5), what);
 }
 
-/// SwiGLU of separate gate and up, forward (as the fused gate|up kernel rounds it) and backward
-/// (against autograd in float64).
-/// `vectorized`: the first n / V elements' 16-byte groups go through the kernels' vector loop
-/// (as the launcher asks for aligned tensors), the rest one at a time.
+/// SwiGLU forward (as the fused gate|up kernel rounds it) and backward (against autograd in
+/// float64), row by row: gate and up separate [rows, width] tensors, or (`stacked`) the two
+/// halves of one [rows, 2 * width] tensor whose gradient comes back in one tensor too.
+/// `vectorized`: the rows go through the kernels' 16-byte loop, as the launcher asks for where
+/// every row starts 16-byte aligned (so width is a multiple of the vector: no tail).
 template <class T>
-void swiglu_pair_case(at::ScalarType t, double rel, int64_t n, unsigned blocks, bool vectorized) {
-  const int64_t vectors = vectorized ? n / k::vector16<T>::size : 0;
-  const std::string what = "swiglu_pair " + name_of(t) + " n " + std::to_string(n) + " vectors "
-                           + std::to_string(vectors);
-  const auto gate = randn({n}, 41, t) * 3, up = randn({n}, 42, t), gy = randn({n}, 43, t);
-  auto out = at::full({n}, 7.0, at::TensorOptions(t));
-  auto g_gate = at::full({n}, 7.0, at::TensorOptions(t));
-  auto g_up = at::full({n}, 7.0, at::TensorOptions(t));
+void swiglu_pair_case(at::ScalarType t, double rel, int64_t rows, int64_t width, bool stacked,
+                      unsigned blocks, bool vectorized) {
+  const std::string what = "swiglu_pair " + name_of(t) + " " + std::to_string(rows) + "x"
+                           + std::to_string(width) + (stacked ? " stacked" : " separate")
+                           + (vectorized ? " vectorized" : "");
+  const auto gate_up = randn({rows, 2 * width}, 41 + width, t) * 3;
+  const auto gate = stacked ? gate_up.narrow(1, 0, width) : gate_up.narrow(1, 0, width).contiguous();
+  const auto up = stacked ? gate_up.narrow(1, width, width)
+                          : gate_up.narrow(1, width, width).contiguous();
+  const auto gy = randn({rows, width}, 43, t);
+  const k::swiglu_layout l{rows, width, stacked ? 2 * width : width, width};
+  auto out = at::full({rows, width}, 7.0, at::TensorOptions(t));
+  auto grads = at::full({rows, 2 * width}, 7.0, at::TensorOptions(t)); // stacked gradients
+  auto g_gate = stacked ? grads.narrow(1, 0, width) : at::full({rows, width}, 7.0, at::TensorOptions(t));
+  auto g_up = stacked ? grads.narrow(1, width, width) : at::full({rows, width}, 7.0, at::TensorOptions(t));
   emu::launch(blocks, 32, [&] {
-    k::swiglu_pair_kernel<T>(ptr<T>(gate), ptr<T>(up), ptr<T>(out), n, vectors);
+    k::swiglu_pair_kernel<T>(ptr<T>(gate), ptr<T>(up), ptr<T>(out), l, vectorized);
   });
   emu::launch(blocks, 32, [&] {
     k::swiglu_pair_backward_kernel<T>(ptr<T>(gy), ptr<T>(gate), ptr<T>(up), ptr<T>(g_gate),
-                                      ptr<T>(g_up), n, vectors);
+                                      ptr<T>(g_up), l, vectorized);
   });
   check_close(out, at::silu(gate.to(at::kFloat)).to(t).to(at::kFloat) * up.to(at::kFloat), rel,
               what + " forward");
@@ -420,9 +428,11 @@ void all_cases(at::ScalarType t, double rel) {
   // (not dim 1: x / |x| has a gradient of about eps / x^2, all cancellation)
   for (int64_t dim : {2, 33, 128, 1536})
     rms_norm_backward_case<T>(t, rel, 3, dim);
-  swiglu_pair_case<T>(t, rel, 1000, 8, true);
-  swiglu_pair_case<T>(t, rel, 1000, 3, false); // one element a thread, the grid-stride loop
-  swiglu_pair_case<T>(t, rel, 1003, 3, true);  // vectors, then the tail, both grid-striding
+  swiglu_pair_case<T>(t, rel, 5, 96, false, 8, true);  // a block a row, whole vectors
+  swiglu_pair_case<T>(t, rel, 5, 96, true, 2, true);   // stacked halves; grid-stride over rows
+  swiglu_pair_case<T>(t, rel, 3, 100, false, 3, false); // one element a thread
+  swiglu_pair_case<T>(t, rel, 4, 331, true, 3, false); // odd halves: element by element
+  swiglu_pair_case<T>(t, rel, 3, 200, false, 2, true);  // more vectors than a block's threads
   rotary_case<T>(t, rel, 2, 3, 5, 16);
   rotary_case<T>(t, rel, 1, 2, 7, 128);
   rotary_case<T>(t, rel, 2, 2, 3, 6); // a row's half (3) short of a thread's 4 pairs

@@ -111,15 +111,23 @@ cudaError_t rms_norm_backward(element_type type, const void* grad_out, const voi
                               const void* weight, void* grad_x, int64_t rows, int64_t dim,
                               float eps, cudaStream_t stream);
 
-/// out = silu(gate) * up over n elements of three contiguous tensors of one shape, rounded as
-/// at::silu(gate) * up.
-cudaError_t swiglu_pair(element_type type, const void* gate, const void* up, void* out,
-                        int64_t n, cudaStream_t stream);
+/// Where swiglu_pair() finds its elements: `rows` rows of `width`; a row of gate and up (and of
+/// their gradients) lies `in_stride` elements after the previous one (2 * width when gate and up
+/// are the halves of one stacked gate|up row, width for separate contiguous tensors), a row of
+/// out and grad_out `out_stride` elements after the previous one.
+struct swiglu_layout {
+  int64_t rows = 0, width = 0, in_stride = 0, out_stride = 0;
+};
 
-/// The gradients of swiglu_pair()'s gate and up for grad_out (all contiguous, n elements).
+/// out = silu(gate) * up, rounded as at::silu(gate) * up (train_kernels.cuh).
+cudaError_t swiglu_pair(element_type type, const void* gate, const void* up, void* out,
+                        const swiglu_layout& layout, cudaStream_t stream);
+
+/// The gradients of swiglu_pair()'s gate and up for grad_out (laid out as out), written where
+/// gate and up lie in their own tensors (the same layout).
 cudaError_t swiglu_pair_backward(element_type type, const void* grad_out, const void* gate,
-                                 const void* up, void* grad_gate, void* grad_up, int64_t n,
-                                 cudaStream_t stream);
+                                 const void* up, void* grad_gate, void* grad_up,
+                                 const swiglu_layout& layout, cudaStream_t stream);
 
 /// Where rotary() finds a head's row: x and out as [batch, heads, seq, dim] with their own
 /// strides (the last dimension contiguous), cos and sin contiguous [batch, seq, dim].

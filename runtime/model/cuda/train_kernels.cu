@@ -31,29 +31,37 @@ cudaError_t launch_rms_norm_backward(const void* grad_out, const void* x, const 
   return cudaGetLastError();
 }
 
+/// Whether every row of every tensor of a swiglu_layout starts 16-byte aligned.
 template <class T>
-cudaError_t launch_swiglu_pair(const void* gate, const void* up, void* out, int64_t n,
-                               cudaStream_t stream) {
-  if (n <= 0)
+bool rows_aligned16(std::initializer_list<const void*> pointers, const swiglu_layout& l) {
+  return all_aligned16(pointers) && (l.in_stride * sizeof(T)) % 16 == 0
+         && (l.out_stride * sizeof(T)) % 16 == 0;
+}
+
+/// One block a row, at most 8192 blocks (the kernels grid-stride over the rest).
+unsigned row_blocks(int64_t rows) { return static_cast<unsigned>(rows < 8192 ? rows : 8192); }
+
+template <class T>
+cudaError_t launch_swiglu_pair(const void* gate, const void* up, void* out,
+                               const swiglu_layout& l, cudaStream_t stream) {
+  if (l.rows <= 0 || l.width <= 0)
     return cudaSuccess;
-  const int64_t vectors = all_aligned16({gate, up, out}) ? n / vector16<T>::size : 0;
-  swiglu_pair_kernel<T><<<elementwise_blocks(vectors > 0 ? vectors : n), 256, 0, stream>>>(
-    static_cast<const T*>(gate), static_cast<const T*>(up), static_cast<T*>(out), n, vectors);
+  swiglu_pair_kernel<T><<<row_blocks(l.rows), 256, 0, stream>>>(
+    static_cast<const T*>(gate), static_cast<const T*>(up), static_cast<T*>(out), l,
+    rows_aligned16<T>({gate, up, out}, l));
   return cudaGetLastError();
 }
 
 template <class T>
 cudaError_t launch_swiglu_pair_backward(const void* grad_out, const void* gate, const void* up,
-                                        void* grad_gate, void* grad_up, int64_t n,
+                                        void* grad_gate, void* grad_up, const swiglu_layout& l,
                                         cudaStream_t stream) {
-  if (n <= 0)
+  if (l.rows <= 0 || l.width <= 0)
     return cudaSuccess;
-  const int64_t vectors =
-    all_aligned16({grad_out, gate, up, grad_gate, grad_up}) ? n / vector16<T>::size : 0;
-  swiglu_pair_backward_kernel<T><<<elementwise_blocks(vectors > 0 ? vectors : n), 256, 0,
-                                   stream>>>(
+  swiglu_pair_backward_kernel<T><<<row_blocks(l.rows), 256, 0, stream>>>(
     static_cast<const T*>(grad_out), static_cast<const T*>(gate), static_cast<const T*>(up),
-    static_cast<T*>(grad_gate), static_cast<T*>(grad_up), n, vectors);
+    static_cast<T*>(grad_gate), static_cast<T*>(grad_up), l,
+    rows_aligned16<T>({grad_out, gate, up, grad_gate, grad_up}, l));
   return cudaGetLastError();
 }
 
@@ -99,19 +107,20 @@ cudaError_t rms_norm_backward(element_type type, const void* grad_out, const voi
 }
 
 cudaError_t swiglu_pair(element_type type, const void* gate, const void* up, void* out,
-                        int64_t n, cudaStream_t stream) {
+                        const swiglu_layout& layout, cudaStream_t stream) {
   return for_type(type, [&](auto zero) {
     using T = decltype(zero);
-    return launch_swiglu_pair<T>(gate, up, out, n, stream);
+    return launch_swiglu_pair<T>(gate, up, out, layout, stream);
   });
 }
 
 cudaError_t swiglu_pair_backward(element_type type, const void* grad_out, const void* gate,
-                                 const void* up, void* grad_gate, void* grad_up, int64_t n,
-                                 cudaStream_t stream) {
+                                 const void* up, void* grad_gate, void* grad_up,
+                                 const swiglu_layout& layout, cudaStream_t stream) {
   return for_type(type, [&](auto zero) {
     using T = decltype(zero);
-    return launch_swiglu_pair_backward<T>(grad_out, gate, up, grad_gate, grad_up, n, stream);
+    return launch_swiglu_pair_backward<T>(grad_out, gate, up, grad_gate, grad_up, layout,
+                                          stream);
   });
 }
 

@@ -85,60 +85,73 @@ __device__ __forceinline__ void set_element(uint4& raw, int i, float v) {
   reinterpret_cast<T*>(&raw)[i] = from_float<T>(v);
 }
 
-/// out = silu(gate) * up over `n` elements of three same-shaped contiguous tensors. The first
-/// `vectors` x 16 bytes go 16 bytes a load (the launcher passes vectors = 0 unless all three
-/// are 16-byte aligned); the rest, one element a thread. The first version went one element a
-/// thread throughout: 541 us for 8 x 2048 x 8960 bf16 elements on an H200, a third of the copy
-/// bandwidth.
+/// out = silu(gate) * up, row by row (swiglu_layout: gate and up may be the two halves of one
+/// stacked gate|up row). A block takes a row at a time (grid-stride over the rows), its threads
+/// across the row, 16 bytes a load where `vectorized` (the launcher asks for it when every row
+/// of every tensor starts 16-byte aligned) and one element at a time for the row's rest. The
+/// first version went one element a thread over contiguous tensors: 541 us for 8 x 2048 x 8960
+/// bf16 elements on an H200, a third of the copy bandwidth; the 16-byte one took 220 us.
 template <class T>
 __global__ void swiglu_pair_kernel(const T* __restrict__ gate, const T* __restrict__ up,
-                                   T* __restrict__ out, int64_t n, int64_t vectors) {
+                                   T* __restrict__ out, swiglu_layout l, bool vectorized) {
   constexpr int V = vector16<T>::size;
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  for (int64_t v = first; v < vectors; v += step) {
-    const uint4 g = vector16<T>::fetch(gate + v * V), u = vector16<T>::fetch(up + v * V);
-    uint4 result;
+  const int64_t vector_end = vectorized ? l.width / V * V : 0;
+  for (int64_t row = blockIdx.x; row < l.rows; row += gridDim.x) {
+    const T* g = gate + row * l.in_stride;
+    const T* u = up + row * l.in_stride;
+    T* o = out + row * l.out_stride;
+    for (int64_t c = static_cast<int64_t>(threadIdx.x) * V; c < vector_end;
+         c += static_cast<int64_t>(blockDim.x) * V) {
+      const uint4 gv = vector16<T>::fetch(g + c), uv = vector16<T>::fetch(u + c);
+      uint4 result;
 #pragma unroll
-    for (int i = 0; i < V; ++i)
-      set_element<T>(result, i,
-                     swiglu_element<T>(vector16<T>::element(g, i), vector16<T>::element(u, i)));
-    *reinterpret_cast<uint4*>(out + v * V) = result;
+      for (int i = 0; i < V; ++i)
+        set_element<T>(result, i,
+                       swiglu_element<T>(vector16<T>::element(gv, i), vector16<T>::element(uv, i)));
+      *reinterpret_cast<uint4*>(o + c) = result;
+    }
+    for (int64_t c = vector_end + threadIdx.x; c < l.width; c += blockDim.x)
+      o[c] = from_float<T>(swiglu_element<T>(to_float(g[c]), to_float(u[c])));
   }
-  for (int64_t i = vectors * V + first; i < n; i += step)
-    out[i] = from_float<T>(swiglu_element<T>(to_float(gate[i]), to_float(up[i])));
 }
 
-/// The gradients of swiglu_pair_kernel's inputs for `grad_out` (`vectors` as there, for all
-/// five tensors).
+/// The gradients of swiglu_pair_kernel's inputs for `grad_out` (laid out as out), written as
+/// gate and up are laid out (`vectorized` as there, for all five tensors).
 template <class T>
 __global__ void swiglu_pair_backward_kernel(const T* __restrict__ grad_out,
                                             const T* __restrict__ gate, const T* __restrict__ up,
                                             T* __restrict__ grad_gate, T* __restrict__ grad_up,
-                                            int64_t n, int64_t vectors) {
+                                            swiglu_layout l, bool vectorized) {
   constexpr int V = vector16<T>::size;
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  for (int64_t v = first; v < vectors; v += step) {
-    const uint4 dy = vector16<T>::fetch(grad_out + v * V);
-    const uint4 g = vector16<T>::fetch(gate + v * V), u = vector16<T>::fetch(up + v * V);
-    uint4 dg, du;
+  const int64_t vector_end = vectorized ? l.width / V * V : 0;
+  for (int64_t row = blockIdx.x; row < l.rows; row += gridDim.x) {
+    const T* dy = grad_out + row * l.out_stride;
+    const T* g = gate + row * l.in_stride;
+    const T* u = up + row * l.in_stride;
+    T* dg = grad_gate + row * l.in_stride;
+    T* du = grad_up + row * l.in_stride;
+    for (int64_t c = static_cast<int64_t>(threadIdx.x) * V; c < vector_end;
+         c += static_cast<int64_t>(blockDim.x) * V) {
+      const uint4 dyv = vector16<T>::fetch(dy + c);
+      const uint4 gv = vector16<T>::fetch(g + c), uv = vector16<T>::fetch(u + c);
+      uint4 dgv, duv;
 #pragma unroll
-    for (int i = 0; i < V; ++i) {
-      float a, b;
-      swiglu_element_backward<T>(vector16<T>::element(dy, i), vector16<T>::element(g, i),
-                                 vector16<T>::element(u, i), a, b);
-      set_element<T>(dg, i, a);
-      set_element<T>(du, i, b);
+      for (int i = 0; i < V; ++i) {
+        float a, b;
+        swiglu_element_backward<T>(vector16<T>::element(dyv, i), vector16<T>::element(gv, i),
+                                   vector16<T>::element(uv, i), a, b);
+        set_element<T>(dgv, i, a);
+        set_element<T>(duv, i, b);
+      }
+      *reinterpret_cast<uint4*>(dg + c) = dgv;
+      *reinterpret_cast<uint4*>(du + c) = duv;
     }
-    *reinterpret_cast<uint4*>(grad_gate + v * V) = dg;
-    *reinterpret_cast<uint4*>(grad_up + v * V) = du;
-  }
-  for (int64_t i = vectors * V + first; i < n; i += step) {
-    float a, b;
-    swiglu_element_backward<T>(to_float(grad_out[i]), to_float(gate[i]), to_float(up[i]), a, b);
-    grad_gate[i] = from_float<T>(a);
-    grad_up[i] = from_float<T>(b);
+    for (int64_t c = vector_end + threadIdx.x; c < l.width; c += blockDim.x) {
+      float a, b;
+      swiglu_element_backward<T>(to_float(dy[c]), to_float(g[c]), to_float(u[c]), a, b);
+      dg[c] = from_float<T>(a);
+      du[c] = from_float<T>(b);
+    }
   }
 }
 

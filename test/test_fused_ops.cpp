@@ -18,8 +18,10 @@
 #include "runtime/model/attention.hpp"
 #include "runtime/model/fused_ops.hpp"
 #include "runtime/model/kv_cache.hpp"
+#include "runtime/model/logprob_gradient.hpp"
 #include "runtime/model/lora_adapter.hpp"
 #include "runtime/model/rotary.hpp"
+#include "runtime/model/token_logprobs.hpp"
 #include "runtime/model/train_ops.hpp"
 #include "runtime/model/transformer.hpp"
 
@@ -642,6 +644,49 @@ BOOST_AUTO_TEST_CASE(train_kernels_match_the_compositions_forward_and_backward) 
       // the same roundings as the composition (rope_qkv_kernel's): one unit in the last place
       const double rel = p.dtype == at::kFloat ? 1e-6 : p.rel;
       check_train_rotary(at::TensorOptions(at::kCUDA).dtype(p.dtype), rel, 2, 12, 9, 128);
+    }
+  }
+}
+
+/// fused_logprobs_and_gradient() against token_logprobs() through autograd: the log-probs and
+/// each position's gradient with respect to its hidden row (a tiny model's 64-wide hidden states
+/// and its vocabulary), at temperature 1 and 0.7.
+void check_logprob_gradient(transformer& m, double rel_logprob, double rel_grad) {
+  const auto o = at::TensorOptions(m.options().device).dtype(m.options().dtype);
+  const auto hidden0 = randn({2, 5, m.config().hidden_size}, 81, o);
+  auto gen = at::detail::createCPUGenerator(82);
+  const auto targets = at::randint(m.config().vocab_size, {2, 5}, gen, at::TensorOptions(at::kLong))
+                         .to(o.device());
+  for (double t : {1.0, 0.7}) {
+    BOOST_TEST_CONTEXT("temperature " << t) {
+      const auto fused = fused_logprobs_and_gradient(m, hidden0, targets, t);
+      BOOST_REQUIRE(fused);
+      auto hidden = hidden0.clone().requires_grad_(true);
+      const auto want = token_logprobs(m, hidden, targets, t, 5);
+      want.sum().backward(); // position s's row depends on hidden[s] alone
+      check_relative(fused->logprobs, want.detach(), rel_logprob, "log-probabilities");
+      check_relative(fused->grad_hidden, hidden.grad(), rel_grad, "gradient of hidden");
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(logprob_gradient_on_the_cpu_is_left_to_the_composition) {
+  temp_dir dir;
+  const auto m = tiny_transformer(dir, tiny_model_config("qwen2"));
+  BOOST_CHECK(!fused_logprobs_and_gradient(m, at::zeros({1, 2, m.config().hidden_size}),
+                                           at::zeros({1, 2}, at::kLong), 1.0));
+}
+
+BOOST_AUTO_TEST_CASE(logprob_gradient_kernel_matches_the_composition) {
+  if (skip_without_cuda("logprob_gradient_kernel_matches_the_composition"))
+    return;
+  temp_dir dir;
+  for (const auto& p : kernel_precisions) {
+    BOOST_TEST_CONTEXT(c10::toString(p.dtype)) {
+      auto m = tiny_transformer(dir, tiny_model_config("qwen2"), 7, {at::kCUDA, p.dtype});
+      // log-probs: float32 sums in another order; gradients: one rounding to the dtype, then
+      // the same GEMM
+      check_logprob_gradient(m, 1e-5, p.dtype == at::kFloat ? 1e-5 : 4 * p.rel);
     }
   }
 }

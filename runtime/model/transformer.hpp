@@ -227,6 +227,9 @@ public:
   /// Removes every LoRA term (the base model again).
   void clear_lora();
 
+  /// The output projection [vocab_size, hidden_size] (embed_tokens when tied).
+  const at::Tensor& lm_head() const { return lm_head_; }
+
   /// The RoPE inverse frequencies in use (float32 [head_dim / 2] on the device).
   const at::Tensor& rope_inverse_frequencies() const { return inv_freq_; }
 

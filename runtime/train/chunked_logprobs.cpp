@@ -1,5 +1,6 @@
 #include "runtime/train/chunked_logprobs.hpp"
 
+#include "runtime/model/logprob_gradient.hpp"
 #include "runtime/model/token_logprobs.hpp"
 
 #include <ATen/ATen.h>
@@ -36,6 +37,13 @@ struct logprob_function : torch::autograd::Function<logprob_function> {
     auto per_position = at::empty_like(hidden);
     for (int64_t begin = 0; begin < seq; begin += chunk) {
       const int64_t n = std::min(chunk, seq - begin);
+      // On CUDA, one kernel between two GEMMs (logprob_gradient.hpp); the composition elsewhere.
+      if (const auto fused = model::fused_logprobs_and_gradient(
+            *m, hidden.narrow(1, begin, n).detach(), targets.narrow(1, begin, n), temperature)) {
+        out.narrow(1, begin, n).copy_(fused->logprobs);
+        per_position.narrow(1, begin, n).copy_(fused->grad_hidden);
+        continue;
+      }
       auto h = hidden.narrow(1, begin, n).detach().requires_grad_(true);
       at::Tensor lp;
       {

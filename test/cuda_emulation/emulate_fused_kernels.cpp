@@ -10,6 +10,7 @@
 #include "runtime/model/cuda/add_rms_norm_kernel.cuh"
 #include "runtime/model/cuda/decode_attention_group_kernel.cuh"
 #include "runtime/model/cuda/decode_attention_kernel.cuh"
+#include "runtime/model/cuda/logprob_kernel.cuh"
 #include "runtime/model/cuda/rope_qkv_kernel.cuh"
 #include "runtime/model/cuda/swiglu_kernel.cuh"
 #include "runtime/model/cuda/train_kernels.cuh"
@@ -393,6 +394,38 @@ void rotary_case(at::ScalarType t, double rel, int64_t batch, int64_t heads, int
   check_close(gx, xd.grad(), std::max(2 * rel, 1e-6), what + " backward");
 }
 
+/// The learner's log-probability and its gradient in place (logprob_kernel.cuh) against the
+/// composition through autograd in float64: log_softmax(x / tau)[target] and
+/// (onehot - softmax(x / tau)) / tau. A target outside the vocabulary: NaN, no one-hot.
+template <class T>
+void token_logprob_case(at::ScalarType t, double rel, int64_t rows, int64_t vocab, float tau,
+                        unsigned blocks, bool vectorized) {
+  const std::string what = "token_logprob " + name_of(t) + " " + std::to_string(rows) + "x"
+                           + std::to_string(vocab) + " tau " + std::to_string(tau)
+                           + (vectorized ? " vectorized" : "");
+  const auto x = randn({rows, vocab}, 71 + vocab, t) * 4;
+  auto targets = at::randint(vocab, {rows}, at::detail::createCPUGenerator(72), at::kLong);
+  targets[rows - 1] = vocab; // outside: NaN
+  auto work = x.clone();
+  auto out = at::full({rows}, 7.0, at::kFloat);
+  emu::launch(blocks, 64, [&] {
+    k::token_logprob_gradient_kernel<T>(ptr<T>(work), targets.data_ptr<int64_t>(),
+                                        out.data_ptr<float>(), rows, vocab, tau, vectorized);
+  });
+  const auto xd = x.to(at::kDouble).set_requires_grad(true);
+  const auto logp = at::log_softmax(xd / static_cast<double>(tau), -1);
+  const auto valid = targets.narrow(0, 0, rows - 1);
+  const auto picked = logp.narrow(0, 0, rows - 1).gather(-1, valid.unsqueeze(-1)).squeeze(-1);
+  // the last row's gradient: d(sum of log_softmax weighted 0) = -softmax / tau (no one-hot)
+  picked.sum().backward();
+  auto want_grad = xd.grad().clone();
+  want_grad[rows - 1] = -at::softmax(xd.detach()[rows - 1] / static_cast<double>(tau), -1) / tau;
+  // float32 sums of exp over the row: a few units in the last place of the log-sum
+  check_close(out.narrow(0, 0, rows - 1), picked.detach(), 1e-5, what + " logprob");
+  check(std::isnan(out[rows - 1].item<float>()), what + " target outside the vocabulary: NaN");
+  check_close(work, want_grad, std::max(rel, 1e-6), what + " gradient");
+}
+
 template <class T>
 void all_cases(at::ScalarType t, double rel) {
   for (int64_t dim : {1, 5, 33, 64, 1000, 1536, 8200}) // 8200: wider than 16 x 512
@@ -436,6 +469,8 @@ void all_cases(at::ScalarType t, double rel) {
   rotary_case<T>(t, rel, 2, 3, 5, 16);
   rotary_case<T>(t, rel, 1, 2, 7, 128);
   rotary_case<T>(t, rel, 2, 2, 3, 6); // a row's half (3) short of a thread's 4 pairs
+  token_logprob_case<T>(t, rel, 3, 1000, 1.0f, 3, true);  // 16-byte loads, a block a row
+  token_logprob_case<T>(t, rel, 4, 1003, 0.7f, 2, false); // element by element, rows striding
 }
 
 /// The grouped kernel's split length: one chunk while the device has blocks to spare, longer

@@ -129,6 +129,14 @@ cudaError_t swiglu_pair_backward(element_type type, const void* grad_out, const 
                                  const void* up, void* grad_gate, void* grad_up,
                                  const swiglu_layout& layout, cudaStream_t stream);
 
+/// The learner's per-token log-probabilities and their gradients (logprob_kernel.cuh): for each
+/// of `rows` rows of `vocab` logits in T (contiguous) and its target token, out[row] (float32) =
+/// log_softmax(logits / temperature)[target], and the row overwritten with the gradient of
+/// out[row] with respect to it, rounded to T. cudaErrorInvalidValue for temperature <= 0.
+cudaError_t token_logprob_gradient(element_type type, void* logits, const int64_t* targets,
+                                   float* out, int64_t rows, int64_t vocab, float temperature,
+                                   cudaStream_t stream);
+
 /// Where rotary() finds a head's row: x and out as [batch, heads, seq, dim] with their own
 /// strides (the last dimension contiguous), cos and sin contiguous [batch, seq, dim].
 struct rotary_layout {

@@ -7,11 +7,14 @@
 // Through separate linear_layer::forward calls, autograd adds up the input's gradient piece by
 // piece: the base GEMM's and the LoRA term's for each projection, then the projections' sums
 // (q + k + v): five full-size bfloat16 adds per layer for q|k|v, three for gate|up, one each for
-// o and down. Here the backward runs one GEMM over the stacked weight and adds each LoRA term's
-// share inside its GEMM (addmm with beta 1), and the forward runs one GEMM for the stacked
-// projections. What each part computes is linear_layer::forward's with its LoRA term in the
-// input's dtype (lora_factors::compute_in_input_dtype); only GEMM shapes, and so float32 sum
-// orders, differ.
+// o and down. Here the forward runs one GEMM for the stacked projections and the backward one
+// over the stacked weight; the LoRA terms' rank-r GEMMs write their share first and the
+// compute-bound base GEMM adds onto it (beta 1), so no pass reads and writes a whole output
+// just to add a term (bias-free groups; with a bias the base GEMM comes first, as in
+// linear_layer::forward). What each part computes is linear_layer::forward's with its LoRA term
+// in the input's dtype (lora_factors::compute_in_input_dtype); only GEMM shapes and orders, and
+// so float32 sum orders and roundings, differ. Measured (BENCHMARKS.md, H200): a Qwen2.5-7B
+// 4 x 2048 step 1.73x peft with this node, against 1.70x without it.
 
 #include "runtime/model/transformer.hpp"
 

@@ -1,6 +1,7 @@
 // The launcher of add_rms_norm_kernel.cuh for each element type (fused_kernels.hpp).
 
 #include "runtime/model/cuda/add_rms_norm_kernel.cuh"
+#include "runtime/model/cuda/element_dispatch.cuh"
 
 namespace kbrl::model::cuda {
 
@@ -32,16 +33,10 @@ cudaError_t launch(const void* x, const void* delta, void* residual_out, void* n
 cudaError_t add_rms_norm(element_type type, const void* x, const void* delta, void* residual_out,
                          void* normed_out, const void* weight, int64_t rows, int64_t dim,
                          float eps, cudaStream_t stream) {
-  switch (type) {
-  case element_type::f32:
-    return launch<float>(x, delta, residual_out, normed_out, weight, rows, dim, eps, stream);
-  case element_type::f16:
-    return launch<__half>(x, delta, residual_out, normed_out, weight, rows, dim, eps, stream);
-  case element_type::bf16:
-    return launch<__nv_bfloat16>(x, delta, residual_out, normed_out, weight, rows, dim, eps,
-                                 stream);
-  }
-  return cudaErrorInvalidValue;
+  return for_type(type, [&](auto zero) {
+    return launch<decltype(zero)>(x, delta, residual_out, normed_out, weight, rows, dim, eps,
+                                  stream);
+  });
 }
 
 } // namespace kbrl::model::cuda

@@ -3,6 +3,7 @@
 
 #include "runtime/model/cuda/decode_attention_group_kernel.cuh"
 #include "runtime/model/cuda/decode_attention_kernel.cuh"
+#include "runtime/model/cuda/element_dispatch.cuh"
 
 #include <cstdint>
 
@@ -75,30 +76,18 @@ cudaError_t decode_attention_grouped(element_type type, const void* q, const dec
                                      const int64_t* positions, float* partials, void* out,
                                      const decode_attention_shape& shape, int64_t keys_per_split,
                                      cudaStream_t stream) {
-  switch (type) {
-  case element_type::f32:
-    return launch_grouped<float>(q, kv, positions, partials, out, shape, keys_per_split, stream);
-  case element_type::f16:
-    return launch_grouped<__half>(q, kv, positions, partials, out, shape, keys_per_split, stream);
-  case element_type::bf16:
-    return launch_grouped<__nv_bfloat16>(q, kv, positions, partials, out, shape, keys_per_split,
-                                         stream);
-  }
-  return cudaErrorInvalidValue;
+  return for_type(type, [&](auto zero) {
+    return launch_grouped<decltype(zero)>(q, kv, positions, partials, out, shape, keys_per_split,
+                                          stream);
+  });
 }
 
 cudaError_t decode_attention(element_type type, const void* q, const decode_kv& kv,
                              const int64_t* positions, float* partials, void* out,
                              const decode_attention_shape& shape, cudaStream_t stream) {
-  switch (type) {
-  case element_type::f32:
-    return launch<float>(q, kv, positions, partials, out, shape, stream);
-  case element_type::f16:
-    return launch<__half>(q, kv, positions, partials, out, shape, stream);
-  case element_type::bf16:
-    return launch<__nv_bfloat16>(q, kv, positions, partials, out, shape, stream);
-  }
-  return cudaErrorInvalidValue;
+  return for_type(type, [&](auto zero) {
+    return launch<decltype(zero)>(q, kv, positions, partials, out, shape, stream);
+  });
 }
 
 } // namespace kbrl::model::cuda

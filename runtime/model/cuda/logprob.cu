@@ -1,5 +1,6 @@
 // The launcher of logprob_kernel.cuh for each element type (fused_kernels.hpp).
 
+#include "runtime/model/cuda/element_dispatch.cuh"
 #include "runtime/model/cuda/logprob_kernel.cuh"
 
 #include <cstdint>
@@ -28,15 +29,9 @@ cudaError_t token_logprob_gradient(element_type type, void* logits, const int64_
                                    cudaStream_t stream) {
   if (!(temperature > 0.0f))
     return cudaErrorInvalidValue;
-  switch (type) {
-  case element_type::f32:
-    return launch<float>(logits, targets, out, rows, vocab, temperature, stream);
-  case element_type::f16:
-    return launch<__half>(logits, targets, out, rows, vocab, temperature, stream);
-  case element_type::bf16:
-    return launch<__nv_bfloat16>(logits, targets, out, rows, vocab, temperature, stream);
-  }
-  return cudaErrorInvalidValue;
+  return for_type(type, [&](auto zero) {
+    return launch<decltype(zero)>(logits, targets, out, rows, vocab, temperature, stream);
+  });
 }
 
 } // namespace kbrl::model::cuda

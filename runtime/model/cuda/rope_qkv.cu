@@ -1,5 +1,6 @@
 // The launcher of rope_qkv_kernel.cuh for each element type (fused_kernels.hpp).
 
+#include "runtime/model/cuda/element_dispatch.cuh"
 #include "runtime/model/cuda/rope_qkv_kernel.cuh"
 
 namespace kbrl::model::cuda {
@@ -32,15 +33,9 @@ cudaError_t launch(const void* qkv, const void* cos, const void* sin, const void
 cudaError_t rope_qkv(element_type type, const void* qkv, const void* cos, const void* sin,
                      const void* q_norm, const void* k_norm, float eps, void* q_out,
                      const kv_destination& kv, const qkv_shape& shape, cudaStream_t stream) {
-  switch (type) {
-  case element_type::f32:
-    return launch<float>(qkv, cos, sin, q_norm, k_norm, eps, q_out, kv, shape, stream);
-  case element_type::f16:
-    return launch<__half>(qkv, cos, sin, q_norm, k_norm, eps, q_out, kv, shape, stream);
-  case element_type::bf16:
-    return launch<__nv_bfloat16>(qkv, cos, sin, q_norm, k_norm, eps, q_out, kv, shape, stream);
-  }
-  return cudaErrorInvalidValue;
+  return for_type(type, [&](auto zero) {
+    return launch<decltype(zero)>(qkv, cos, sin, q_norm, k_norm, eps, q_out, kv, shape, stream);
+  });
 }
 
 } // namespace kbrl::model::cuda

@@ -1,5 +1,6 @@
 // The launcher of swiglu_kernel.cuh for each element type (fused_kernels.hpp).
 
+#include "runtime/model/cuda/element_dispatch.cuh"
 #include "runtime/model/cuda/swiglu_kernel.cuh"
 
 namespace kbrl::model::cuda {
@@ -21,15 +22,9 @@ cudaError_t launch(const void* gate_up, void* out, int64_t rows, int64_t width,
 
 cudaError_t swiglu(element_type type, const void* gate_up, void* out, int64_t rows, int64_t width,
                    cudaStream_t stream) {
-  switch (type) {
-  case element_type::f32:
-    return launch<float>(gate_up, out, rows, width, stream);
-  case element_type::f16:
-    return launch<__half>(gate_up, out, rows, width, stream);
-  case element_type::bf16:
-    return launch<__nv_bfloat16>(gate_up, out, rows, width, stream);
-  }
-  return cudaErrorInvalidValue;
+  return for_type(type, [&](auto zero) {
+    return launch<decltype(zero)>(gate_up, out, rows, width, stream);
+  });
 }
 
 } // namespace kbrl::model::cuda

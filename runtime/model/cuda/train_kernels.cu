@@ -1,6 +1,7 @@
 // The launchers of train_kernels.cuh for each element type (fused_kernels.hpp).
 
 #include "runtime/model/cuda/train_kernels.cuh"
+#include "runtime/model/cuda/element_dispatch.cuh"
 
 #include <cstdint>
 #include <initializer_list>
@@ -79,20 +80,6 @@ cudaError_t launch_rotary(const void* x, const void* cos, const void* sin, void*
     static_cast<const T*>(x), static_cast<const T*>(cos), static_cast<const T*>(sin),
     static_cast<T*>(out), layout, backward);
   return cudaGetLastError();
-}
-
-/// f(T{}) for the element type T that `type` names (the lambdas take the type from it).
-template <class F>
-cudaError_t for_type(element_type type, F&& f) {
-  switch (type) {
-  case element_type::f32:
-    return f(float{});
-  case element_type::f16:
-    return f(__half{});
-  case element_type::bf16:
-    return f(__nv_bfloat16{});
-  }
-  return cudaErrorInvalidValue;
 }
 
 } // namespace

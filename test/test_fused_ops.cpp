@@ -467,16 +467,14 @@ void check_decode_attention_on_cuda(const std::vector<decode_shape>& shapes,
 BOOST_AUTO_TEST_CASE(decode_attention_kernel_matches_the_composition) {
   if (skip_without_cuda("decode_attention_kernel_matches_the_composition"))
     return;
-  // Qwen2-1.5B's heads at a 768-position bucket (several splits, the last partly used, or
-  // only the first), MHA, one split, head_dim 256 (two rounds of loads in float32), position
-  // 0, the last, a split boundary; several sequences at different positions compare the
-  // composition with itself (the kernel takes one sequence: decode_attention's gate).
+  // The per-head kernel (kind grouped at batch 1): Qwen2-1.5B's heads at a 768-position bucket
+  // (several splits, the last partly used, or only the first), MHA, one split, head_dim 256
+  // (two rounds of loads in float32), position 0, the last, a split boundary. Several
+  // sequences (the grouped kernel) are the next test's.
   check_decode_attention_on_cuda({{1, 12, 2, 128, 768, {300}}, {1, 12, 2, 128, 768, {0}},
                                   {1, 12, 2, 128, 768, {767}}, {1, 4, 4, 64, 100, {99}},
-                                  {1, 8, 1, 256, 129, {128}}, {1, 6, 3, 16, 384, {127}},
-                                  {3, 12, 2, 128, 768, {767, 0, 300}},
-                                  {5, 28, 4, 128, 1024, {1023, 1, 640, 128, 129}}},
-                                 decode_attention_kind::standard);
+                                  {1, 8, 1, 256, 129, {128}}, {1, 6, 3, 16, 384, {127}}},
+                                 decode_attention_kind::grouped);
 }
 
 BOOST_AUTO_TEST_CASE(grouped_decode_attention_kernel_matches_the_composition) {
@@ -495,6 +493,29 @@ BOOST_AUTO_TEST_CASE(grouped_decode_attention_kernel_matches_the_composition) {
                                   {4, 4, 4, 64, 100, {99, 0, 50, 200}},
                                   {64, 12, 2, 128, 5000, spread}},
                                  decode_attention_kind::grouped);
+}
+
+BOOST_AUTO_TEST_CASE(tensor_core_decode_attention_kernel_matches_the_composition) {
+  if (skip_without_cuda("tensor_core_decode_attention_kernel_matches_the_composition"))
+    return;
+  // The default kind at batch 1 and above: Qwen2-1.5B's group of 6, Qwen2.5-7B's 7, 8 (the
+  // most), MHA, head_dim 64 and 128; positions 0, the last and between; 64 sequences of 5000
+  // keys in splits of several rounds. float32 and head_dim 256 take the other paths (the
+  // per-head kernel at batch 1, else the composition).
+  std::vector<int64_t> spread(64);
+  for (int64_t b = 0; b < 64; ++b)
+    spread[b] = (b * 797) % 5000;
+  spread[0] = 4999;
+  check_decode_attention_on_cuda({{1, 12, 2, 128, 768, {300}},
+                                  {1, 12, 2, 128, 768, {0}},
+                                  {3, 12, 2, 128, 768, {767, 0, 300}},
+                                  {5, 28, 4, 128, 1024, {1023, 1, 640, 128, 129}},
+                                  {2, 16, 2, 128, 129, {128, 3}},
+                                  {4, 4, 4, 64, 100, {99, 0, 50, 200}},
+                                  {3, 14, 2, 64, 2000, {1999, 63, 64}},
+                                  {2, 16, 2, 256, 129, {128, 3}},
+                                  {64, 12, 2, 128, 5000, spread}},
+                                 decode_attention_kind::standard);
 }
 
 BOOST_AUTO_TEST_CASE(fused_decoding_on_cuda_equals_unfused) {

@@ -263,17 +263,22 @@ at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& keys, const a
 #if KBRL_WITH_FUSED_KERNELS
   const int64_t batch = q.size(0), heads = q.size(1), dim = q.size(3), key_len = keys.size(2);
   const int64_t vector = 16 / static_cast<int64_t>(q.element_size());
-  // The per-head kernel serves one sequence: there it was measured faster than cuDNN's SDPA
-  // (H100, Qwen2-1.5B shapes, 768-position bucket: 6.5 + 3.4 us against 18.7 us per layer, 2.40
-  // against 2.65 ms per decode step); at batch 32 and 128 it was slower (3.90 / 8.55 ms per step
-  // against 3.22 / 5.36), as each block rereads its kv head's cache for every query head of the
-  // group. The grouped kernel reads each cached row once, but on an H200 it tied SDPA at batch 32
-  // and lost at 128 (5.66 against 4.86 ms a step; 9.62 against 9.01 with 1k + 4k tokens), so it
-  // serves several sequences only with KBRL_DECODE_ATTENTION=grouped (BENCHMARKS.md).
-  const bool grouped = batch > 1 && kind == decode_attention_kind::grouped
-                       && q.size(1) / keys.size(1) <= 8; // cuda::decode_max_group
-  const bool fits = (batch == 1 ? kind != decode_attention_kind::sdpa : grouped)
-                    && fused_kernel_applies(q) && same_place(keys, q) && same_place(values, q)
+  const int64_t group = q.size(1) / keys.size(1);
+  // The tensor-core kernel serves every GQA group of up to 8 query heads in float16 / bfloat16:
+  // it reads each cached row once and only up to each sequence's position (SDPA reads the whole
+  // bucket). On an H200 (Qwen2-1.5B shapes) it took a batch-128 decode step with 1k + 4k tokens
+  // from 9.16 ms (SDPA) to 6.95, and batch 1 from 2.16 (the per-head kernel) to 2.00. The
+  // per-head kernel (one block per query head) serves one sequence in the other cases; the
+  // CUDA-core grouped kernel lost to SDPA at batch 128 and stays opt-in (BENCHMARKS.md).
+  const bool tensor_cores =
+    kind == decode_attention_kind::standard
+    && (q.scalar_type() == at::kHalf || q.scalar_type() == at::kBFloat16)
+    && group <= cuda::decode_mma_max_group_size && (dim == 64 || dim == 128);
+  const bool grouped = !tensor_cores && batch > 1 && kind == decode_attention_kind::grouped
+                       && group <= 8; // cuda::decode_max_group
+  const bool per_head = !tensor_cores && batch == 1 && kind != decode_attention_kind::sdpa;
+  const bool fits = (tensor_cores || grouped || per_head) && fused_kernel_applies(q)
+                    && same_place(keys, q) && same_place(values, q)
                     && keys.strides() == values.strides() && keys.stride(3) == 1
                     && positions.device() == q.device() && dim > 0 && dim <= 256
                     && dim % vector == 0 && key_len > 0;
@@ -287,11 +292,14 @@ at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& keys, const a
     shape.kv_heads = keys.size(1);
     shape.head_dim = dim;
     shape.key_len = key_len;
+    const int64_t multiprocessors =
+      at::cuda::getDeviceProperties(q.device().index())->multiProcessorCount;
     const int64_t keys_per_split =
-      grouped ? cuda::decode_attention_group_keys_per_split(
-                  batch, shape.kv_heads, key_len,
-                  at::cuda::getDeviceProperties(q.device().index())->multiProcessorCount)
-              : cuda::decode_chunk_keys;
+      tensor_cores ? cuda::decode_attention_mma_keys_per_split(batch, shape.kv_heads, key_len,
+                                                               multiprocessors)
+      : grouped    ? cuda::decode_attention_group_keys_per_split(batch, shape.kv_heads, key_len,
+                                                                 multiprocessors)
+                   : cuda::decode_chunk_keys;
     shape.splits = (key_len + keys_per_split - 1) / keys_per_split;
     shape.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)));
     const auto in = q.contiguous();
@@ -300,14 +308,18 @@ at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& keys, const a
                               q.options().dtype(at::kFloat));
     auto out = at::empty({batch, heads, 1, dim}, q.options());
     const auto stream = stream_of(q);
+    const auto type = element_type_of(q.scalar_type());
+    const auto* where_ptr = where.data_ptr<int64_t>();
     const auto err =
-      grouped ? cuda::decode_attention_grouped(element_type_of(q.scalar_type()), in.data_ptr(),
-                                               kv, where.data_ptr<int64_t>(),
-                                               partials.data_ptr<float>(), out.data_ptr(), shape,
-                                               keys_per_split, stream)
-              : cuda::decode_attention(element_type_of(q.scalar_type()), in.data_ptr(), kv,
-                                       where.data_ptr<int64_t>(), partials.data_ptr<float>(),
-                                       out.data_ptr(), shape, stream);
+      tensor_cores ? cuda::decode_attention_mma(type, in.data_ptr(), kv, where_ptr,
+                                                partials.data_ptr<float>(), out.data_ptr(), shape,
+                                                keys_per_split, stream)
+      : grouped    ? cuda::decode_attention_grouped(type, in.data_ptr(), kv, where_ptr,
+                                                    partials.data_ptr<float>(), out.data_ptr(),
+                                                    shape, keys_per_split, stream)
+                   : cuda::decode_attention(type, in.data_ptr(), kv, where_ptr,
+                                            partials.data_ptr<float>(), out.data_ptr(), shape,
+                                            stream);
     if (err != cudaErrorInvalidValue) { // invalid: the cache's alignment; the composition below
       check_launch(err, "decode_attention");
       return out;

@@ -88,17 +88,21 @@ attention_inputs rope_qkv(const at::Tensor& qkv, const qkv_layout& layout,
 /// [batch, 1] (the queries' own positions), `mask` cache_mask(positions, key_len) in any form
 /// grouped_attention() takes (folded, additive). Query b attends to cached positions [0,
 /// positions[b]], what that mask allows. Returns [batch, heads, 1, head_dim] in q's dtype. On
-/// CUDA, for one sequence, a split-key kernel reads the positions instead of the mask
-/// (cuda/decode_attention_kernel.cuh; float32 softmax, so within the dtype's rounding of
-/// grouped_attention's result, not bit-equal), and with `grouped` for several sequences the
-/// kernel that serves a whole GQA group per block (cuda/decode_attention_group_kernel.cuh);
-/// otherwise grouped_attention() with `mask`. `from_environment` reads KBRL_DECODE_ATTENTION
-/// once (unset: standard; `sdpa`; `grouped`).
+/// CUDA, in float16 / bfloat16 with head_dim 64 or 128 and at most 8 query heads per kv head, a
+/// tensor-core kernel that serves a whole GQA group per block and reads each sequence's
+/// positions only (cuda/decode_attention_mma_kernel.cuh; its probabilities are rounded to the
+/// dtype, as SDPA's are); otherwise, for one sequence, a split-key kernel per query head
+/// (cuda/decode_attention_kernel.cuh; float32 softmax); both within the dtype's rounding of
+/// grouped_attention's result, not bit-equal; otherwise grouped_attention() with `mask`.
+/// `from_environment` reads KBRL_DECODE_ATTENTION once (unset: standard; `sdpa`; `grouped`).
 enum class decode_attention_kind {
   from_environment,
-  standard, ///< the per-head kernel for one sequence, grouped_attention() for several
+  standard, ///< the tensor-core kernel where it applies, else the per-head kernel for one
+            ///< sequence and grouped_attention() for several
   sdpa,     ///< grouped_attention() always
-  grouped,  ///< the per-head kernel for one sequence, the grouped kernel for several
+  grouped,  ///< the per-head kernel for one sequence, the CUDA-core grouped kernel
+            ///< (cuda/decode_attention_group_kernel.cuh) for several (the kernels before the
+            ///< tensor-core one, for comparisons)
 };
 at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
                             const at::Tensor& positions, const at::Tensor& mask,

@@ -10,6 +10,7 @@
 #include "runtime/model/cuda/add_rms_norm_kernel.cuh"
 #include "runtime/model/cuda/decode_attention_group_kernel.cuh"
 #include "runtime/model/cuda/decode_attention_kernel.cuh"
+#include "runtime/model/cuda/decode_attention_mma_kernel.cuh"
 #include "runtime/model/cuda/logprob_kernel.cuh"
 #include "runtime/model/cuda/rope_qkv_kernel.cuh"
 #include "runtime/model/cuda/swiglu_kernel.cuh"
@@ -232,12 +233,16 @@ void rope_case(at::ScalarType t, double rel, int64_t batch, int64_t seq, int64_t
 
 /// decode attention against softmax(q k^T / sqrt(dim)) v in float64 over each row's positions
 /// [0, position], reading a cache of `slots` rows from slot 1 on (strides of a real cache).
-/// keys_per_split 0: the per-head kernel; else the grouped kernel with splits of that many keys.
+/// keys_per_split 0: the per-head kernel; else the grouped kernel with splits of that many keys,
+/// or with `mma` the tensor-core kernel (__half and bfloat16 only).
 template <class T>
 void decode_attention_case(at::ScalarType t, double rel, int64_t batch, int64_t heads,
                            int64_t kv_heads, int64_t dim, int64_t key_len,
-                           std::vector<int64_t> positions, int64_t keys_per_split = 0) {
-  const std::string what = std::string(keys_per_split ? "decode_attention_grouped (split "
+                           std::vector<int64_t> positions, int64_t keys_per_split = 0,
+                           bool mma = false) {
+  const std::string what = std::string(keys_per_split ? std::string(mma ? "decode_attention_mma"
+                                                                        : "decode_attention_grouped")
+                                                            + " (split "
                                                             + std::to_string(keys_per_split) + ") "
                                                       : "decode_attention ")
                            + name_of(t) + " batch " + std::to_string(batch)
@@ -272,7 +277,15 @@ void decode_attention_case(at::ScalarType t, double rel, int64_t batch, int64_t 
                   k::decode_attention_partial_kernel<T>(ptr<T>(q), kv, pos.data_ptr<int64_t>(),
                                                         partials.data_ptr<float>(), shape);
                 });
-  else
+  else if (mma) {
+    if constexpr (!std::is_same_v<T, float>)
+      emu::launch(static_cast<unsigned>(batch * kv_heads * shape.splits),
+                  32 * k::decode_mma_warps, [&] {
+                    k::decode_mma_kernel_for<T>(dim)(ptr<T>(q), kv, pos.data_ptr<int64_t>(),
+                                                     partials.data_ptr<float>(), shape,
+                                                     keys_per_split);
+                  });
+  } else
     emu::launch(static_cast<unsigned>(batch * kv_heads * shape.splits), k::decode_keys_per_block,
                 [&] {
                   k::decode_group_kernel_for<T>(heads / kv_heads, dim)(
@@ -458,6 +471,17 @@ void all_cases(at::ScalarType t, double rel) {
   decode_attention_case<T>(t, rel, 3, 4, 4, 64, 40, {5, 39, 77}, 128);
   decode_attention_case<T>(t, rel, 2, 6, 3, 64, 400, {130, 255}, 512);
   decode_attention_case<T>(t, rel, 2, 10, 2, 128, 300, {299, 17}, 128); // group 5 (of 8)
+  // The tensor-core kernel (16-bit types): groups of 6, 7, 8, 5 and 1 (MHA), head_dim 128 and
+  // 64; one round per split and several, the last round partly or wholly past a row's position
+  // (warps with no key), position 0, a split wholly past a position, a clamped position.
+  if constexpr (!std::is_same_v<T, float>) {
+    decode_attention_case<T>(t, rel, 2, 12, 2, 128, 300, {299, 0}, 128, true);
+    decode_attention_case<T>(t, rel, 3, 7, 1, 64, 700, {5, 699, 900}, 384, true);
+    decode_attention_case<T>(t, rel, 2, 16, 2, 128, 129, {128, 3}, 64, true);
+    decode_attention_case<T>(t, rel, 4, 4, 4, 64, 100, {99, 0, 50, 200}, 64, true);
+    decode_attention_case<T>(t, rel, 2, 10, 2, 128, 300, {299, 17}, 192, true);
+    decode_attention_case<T>(t, rel, 1, 6, 1, 128, 1000, {777}, 1024, true);
+  }
   // (not dim 1: x / |x| has a gradient of about eps / x^2, all cancellation)
   for (int64_t dim : {2, 33, 128, 1536})
     rms_norm_backward_case<T>(t, rel, 3, dim);
@@ -486,6 +510,15 @@ void keys_per_split_cases() {
   check(k::decode_attention_group_keys_per_split(4096, 8, 200, 1) == 256,
         "split: never longer than the cache's chunks");
   check(k::decode_attention_group_keys_per_split(0, 2, 5120, 132) == 128, "split: no sequences");
+  // The tensor-core kernel's: 64-key rounds; equal splits, enough of them for 4 blocks per SM.
+  check(k::decode_attention_mma_keys_per_split(1, 2, 768, 132) == 64, "mma split: batch 1");
+  const int64_t mma_split = k::decode_attention_mma_keys_per_split(128, 2, 3072, 132);
+  const int64_t mma_splits = (3072 + mma_split - 1) / mma_split;
+  check(mma_split == 1024 && 128 * 2 * mma_splits >= 4 * 132,
+        "mma split: batch 128 3k keys: " + std::to_string(mma_split) + " keys");
+  check(k::decode_attention_mma_keys_per_split(4096, 8, 200, 1) == 256,
+        "mma split: never longer than the cache's rounds");
+  check(k::decode_attention_mma_keys_per_split(0, 2, 5120, 132) == 64, "mma split: no sequences");
 }
 
 } // namespace

@@ -16,6 +16,7 @@
 
 #include <cmath>
 #include <condition_variable>
+#include <cstring>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -113,3 +114,81 @@ inline float __fsub_rn(float a, float b) { return a - b; }
 inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
 inline float __fdiv_rn(float a, float b) { return a / b; }
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+
+// The tensor-core instructions of runtime/model/cuda/warp_mma.cuh as warp collectives: every
+// thread of the block calls them together (the MMA kernel's warps run the same rounds); each
+// publishes its fragment registers, waits, computes its own outputs from its warp's 32 lanes in
+// float (products of 16-bit values are exact; the sum runs in k order from the accumulator),
+// and waits again.
+#define KBRL_EMULATED_DEVICE 1
+
+namespace emu {
+
+inline std::vector<unsigned> fragments(1024 * 6);
+inline std::vector<float> accumulators(1024 * 4);
+
+inline float widen(__half v) { return __half2float(v); }
+inline float widen(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+/// Element `half` (0: bits 0-15) of a fragment register as float, the register holding T.
+template <class T>
+float element_of(unsigned reg, int half) {
+  const unsigned short bits = static_cast<unsigned short>(half ? reg >> 16 : reg & 0xffffu);
+  T v;
+  std::memcpy(&v, &bits, 2);
+  return widen(v);
+}
+
+} // namespace emu
+
+namespace kbrl::model::cuda {
+
+template <class T>
+inline void mma_16816(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+  const unsigned t = threadIdx.x, lane = t & 31, warp0 = t - lane;
+  for (int i = 0; i < 4; ++i)
+    emu::fragments[t * 6 + i] = a[i];
+  emu::fragments[t * 6 + 4] = b[0];
+  emu::fragments[t * 6 + 5] = b[1];
+  emu::block_barrier.wait();
+  // A[m][k]: lane 4 (m % 8) + (k % 8) / 2, register (m / 8) + 2 (k / 8), half k % 2
+  auto a_at = [&](int m, int k) {
+    const unsigned l = 4 * (m % 8) + (k % 8) / 2;
+    return emu::element_of<T>(emu::fragments[(warp0 + l) * 6 + (m / 8) + 2 * (k / 8)], k % 2);
+  };
+  // B[k][n]: lane 4 n + (k % 8) / 2, register 4 + k / 8, half k % 2
+  auto b_at = [&](int k, int n) {
+    const unsigned l = 4 * n + (k % 8) / 2;
+    return emu::element_of<T>(emu::fragments[(warp0 + l) * 6 + 4 + k / 8], k % 2);
+  };
+  const int g = static_cast<int>(lane / 4), tq = static_cast<int>(lane % 4);
+  float result[4];
+  for (int r = 0; r < 4; ++r) {
+    const int m = g + 8 * (r / 2), n = 2 * tq + r % 2;
+    float sum = d[r];
+    for (int k = 0; k < 16; ++k)
+      sum += a_at(m, k) * b_at(k, n);
+    result[r] = sum;
+  }
+  emu::block_barrier.wait();
+  for (int r = 0; r < 4; ++r)
+    d[r] = result[r];
+}
+
+inline unsigned transpose_8x8(unsigned x) {
+  const unsigned t = threadIdx.x, lane = t & 31, warp0 = t - lane;
+  emu::fragments[t * 6] = x;
+  emu::block_barrier.wait();
+  // row g, columns 2 tq and 2 tq + 1 of the transpose: M[2 tq][g] and M[2 tq + 1][g], where
+  // M[r][c] is lane 4 r + c / 2, half c % 2
+  const unsigned g = lane / 4, tq = lane % 4;
+  auto at = [&](unsigned r, unsigned c) {
+    const unsigned reg = emu::fragments[(warp0 + 4 * r + c / 2) * 6];
+    return (c % 2) ? reg >> 16 : reg & 0xffffu;
+  };
+  const unsigned y = at(2 * tq, g) | (at(2 * tq + 1, g) << 16);
+  emu::block_barrier.wait();
+  return y;
+}
+
+} // namespace kbrl::model::cuda

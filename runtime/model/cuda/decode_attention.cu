@@ -1,11 +1,13 @@
-// The launchers of decode_attention_kernel.cuh and decode_attention_group_kernel.cuh for each
-// element type (fused_kernels.hpp).
+// The launchers of decode_attention_kernel.cuh, decode_attention_group_kernel.cuh and
+// decode_attention_mma_kernel.cuh for each element type (fused_kernels.hpp).
 
 #include "runtime/model/cuda/decode_attention_group_kernel.cuh"
 #include "runtime/model/cuda/decode_attention_kernel.cuh"
+#include "runtime/model/cuda/decode_attention_mma_kernel.cuh"
 #include "runtime/model/cuda/element_dispatch.cuh"
 
 #include <cstdint>
+#include <type_traits>
 
 namespace kbrl::model::cuda {
 
@@ -70,7 +72,64 @@ cudaError_t launch_grouped(const void* q, const decode_kv& kv, const int64_t* po
   return cudaGetLastError();
 }
 
+/// Whether `kernel` was compiled for sm_80 or newer on this device (its body traps below that).
+template <class Kernel>
+bool has_tensor_core_build(Kernel kernel) {
+  cudaFuncAttributes attributes{};
+  if (cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(kernel)) != cudaSuccess) {
+    cudaGetLastError(); // not a launch error: the caller takes another path
+    return false;
+  }
+  return attributes.binaryVersion >= 80;
+}
+
+template <class T>
+cudaError_t launch_mma(const void* q, const decode_kv& kv, const int64_t* positions,
+                       float* partials, void* out, const decode_attention_shape& shape,
+                       int64_t keys_per_split, cudaStream_t stream) {
+  const int64_t bytes = sizeof(T);
+  const auto kernel = decode_mma_kernel_for<T>(shape.head_dim);
+  // Once per element type (every instance is compiled for the same architectures): not at every
+  // decode step.
+  static const bool tensor_cores =
+    has_tensor_core_build(decode_attention_mma_partial_kernel<T, 128>);
+  constexpr int64_t block_keys = decode_mma_warps * decode_mma_keys;
+  if (kernel == nullptr || !tensor_cores || shape.kv_heads <= 0
+      || shape.heads % shape.kv_heads != 0 || shape.heads / shape.kv_heads > decode_mma_max_group
+      || shape.key_len <= 0 || keys_per_split <= 0 || keys_per_split % block_keys != 0
+      || shape.splits != (shape.key_len + keys_per_split - 1) / keys_per_split
+      || !aligned16(q) || !aligned16(kv.keys) || !aligned16(kv.values)
+      || (kv.batch_stride * bytes) % 16 != 0 || (kv.head_stride * bytes) % 16 != 0
+      || (kv.position_stride * bytes) % 16 != 0)
+    return cudaErrorInvalidValue;
+  if (shape.batch <= 0 || shape.heads <= 0)
+    return cudaSuccess;
+  const int64_t blocks = shape.batch * shape.kv_heads * shape.splits;
+  kernel<<<static_cast<unsigned>(blocks), 32 * decode_mma_warps, 0, stream>>>(
+    static_cast<const T*>(q), kv, positions, partials, shape, keys_per_split);
+  if (const auto err = cudaGetLastError(); err != cudaSuccess)
+    return err;
+  const unsigned threads = static_cast<unsigned>(warp_multiple(shape.head_dim, 256));
+  decode_attention_merge_kernel<T>
+    <<<static_cast<unsigned>(shape.batch * shape.heads), threads, 0, stream>>>(
+      partials, static_cast<T*>(out), shape);
+  return cudaGetLastError();
+}
+
 } // namespace
+
+cudaError_t decode_attention_mma(element_type type, const void* q, const decode_kv& kv,
+                                 const int64_t* positions, float* partials, void* out,
+                                 const decode_attention_shape& shape, int64_t keys_per_split,
+                                 cudaStream_t stream) {
+  return for_type(type, [&](auto zero) {
+    using T = decltype(zero);
+    if constexpr (std::is_same_v<T, float>)
+      return cudaErrorInvalidValue; // tensor cores take 16-bit elements here
+    else
+      return launch_mma<T>(q, kv, positions, partials, out, shape, keys_per_split, stream);
+  });
+}
 
 cudaError_t decode_attention_grouped(element_type type, const void* q, const decode_kv& kv,
                                      const int64_t* positions, float* partials, void* out,

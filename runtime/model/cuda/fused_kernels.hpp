@@ -182,4 +182,35 @@ cudaError_t decode_attention_grouped(element_type type, const void* q, const dec
                                      const decode_attention_shape& shape, int64_t keys_per_split,
                                      cudaStream_t stream);
 
+/// The most query heads per kv head decode_attention_mma() serves (the mma's N dimension).
+inline constexpr int64_t decode_mma_max_group_size = 8;
+
+/// The keys each block of decode_attention_mma() takes: a multiple of its 64-key rounds, as few
+/// splits of equal length as still give the device `multiprocessors` x 4 blocks, and one round
+/// per split while there are fewer blocks than that.
+inline int64_t decode_attention_mma_keys_per_split(int64_t batch, int64_t kv_heads,
+                                                   int64_t key_len, int64_t multiprocessors) {
+  constexpr int64_t round = 64;                    // decode_mma_warps x decode_mma_keys
+  constexpr int64_t blocks_per_multiprocessor = 4; // the kernel's occupancy
+  const int64_t rounds = (key_len + round - 1) / round;
+  const int64_t sequences = batch * kv_heads;
+  if (sequences <= 0 || rounds <= 1)
+    return round;
+  const int64_t wanted = multiprocessors * blocks_per_multiprocessor;
+  int64_t splits = (wanted + sequences - 1) / sequences;
+  splits = splits < 1 ? 1 : (splits > rounds ? rounds : splits);
+  return (rounds + splits - 1) / splits * round;
+}
+
+/// decode_attention_grouped() on tensor cores (cuda/decode_attention_mma_kernel.cuh): the same
+/// blocks, splits, workspace and result, for __half and bfloat16 caches with head_dim 64 or 128
+/// and at most 8 query heads per kv head. keys_per_split must be a multiple of 64 (the four
+/// warps' 16 keys). cudaErrorInvalidValue for float32, another shape, a misaligned cache, or a
+/// binary whose kernels were not compiled for sm_80 or newer (the mma instructions need it):
+/// the caller then runs another path.
+cudaError_t decode_attention_mma(element_type type, const void* q, const decode_kv& kv,
+                                 const int64_t* positions, float* partials, void* out,
+                                 const decode_attention_shape& shape, int64_t keys_per_split,
+                                 cudaStream_t stream);
+
 } // namespace kbrl::model::cuda

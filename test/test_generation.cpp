@@ -164,6 +164,75 @@ BOOST_AUTO_TEST_CASE(a_rows_draws_do_not_depend_on_the_other_rows) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(cuda_sampling_draws_from_the_distribution_whatever_the_batch) {
+  // Runs where libtorch has CUDA and a GPU is visible (the GPU machine); says so elsewhere.
+  if (!at::hasCUDA()) {
+    BOOST_TEST_MESSAGE("no CUDA device: cuda_sampling_draws_from_the_distribution_whatever_the_batch"
+                       " checks nothing here");
+    return;
+  }
+  const auto cuda = at::TensorOptions(at::kCUDA);
+  // Without top-k / top-p, CUDA rows take the two-kernel exponential race (cuda/sample_kernel.cuh):
+  // its frequencies are the softmax's, in float32 and bfloat16 logits (these are exact in both).
+  for (auto dtype : {at::kFloat, at::kBFloat16}) {
+    BOOST_TEST_CONTEXT(c10::toString(dtype)) {
+      const auto logits =
+        at::tensor({2.0f, 1.5f, 1.0f, 0.5f, 0.0f, -0.5f, -1.0f, -3.0f}).view({1, 8});
+      const auto on_gpu = logits.to(cuda.dtype(dtype));
+      const auto logp = at::log_softmax(logits[0] / 0.8, -1);
+      auto gen = make_generator(11, at::kCUDA);
+      const int draws = 4000;
+      std::vector<int> counts(8, 0);
+      for (int i = 0; i < draws; ++i) {
+        const auto got = sample_tokens(on_gpu, {{0.8, 1.0, 0, &gen}});
+        const auto id = got.ids.at(0);
+        BOOST_REQUIRE(id >= 0 && id < 8);
+        ++counts[id];
+        if (i < 50)
+          BOOST_CHECK_CLOSE(got.logprobs[0], logp[id].item<float>(), 1e-3);
+      }
+      for (int id = 0; id < 8; ++id) {
+        const double want = logp[id].exp().item<double>();
+        BOOST_CHECK_MESSAGE(std::abs(counts[id] / double(draws) - want) < 0.035,
+                            "token " << id << ": frequency " << counts[id] / double(draws)
+                                     << ", probability " << want);
+      }
+    }
+  }
+  // A Qwen-sized vocabulary (37 slices of the first kernel): a greedy row takes the argmax with
+  // temperature-1 log-probabilities; a sampled row draws the same tokens with the same
+  // log-probabilities in a batch as alone; a top-p row in the batch takes the composition.
+  auto gen_logits = make_generator(5, at::kCPU);
+  const auto logits = (at::randn({3, 151936}, gen_logits) * 4).to(cuda);
+  auto a1 = make_generator(42, at::kCUDA), a2 = make_generator(42, at::kCUDA);
+  auto b1 = make_generator(9, at::kCUDA), b2 = make_generator(9, at::kCUDA);
+  auto other = make_generator(7, at::kCUDA);
+  std::set<int32_t> seen;
+  for (int step = 0; step < 10; ++step) {
+    const auto together =
+      sample_tokens(logits, {{0.0, 1, 0, nullptr}, {0.9, 1, 0, &a1}, {1.0, 1, 0, &other}});
+    const auto by_itself = sample_tokens(logits.narrow(0, 1, 1), {{0.9, 1, 0, &a2}});
+    BOOST_CHECK_EQUAL(together.ids[1], by_itself.ids[0]);
+    BOOST_CHECK_EQUAL(together.logprobs[1], by_itself.logprobs[0]);
+    seen.insert(together.ids[1]);
+    BOOST_CHECK_EQUAL(together.ids[0], logits[0].argmax().item<int64_t>());
+    const auto logp0 = at::log_softmax(logits[0].to(at::kDouble), -1);
+    BOOST_CHECK_CLOSE(together.logprobs[0], logp0[together.ids[0]].item<double>(), 1e-3);
+    const auto logp1 = at::log_softmax(logits[1].to(at::kDouble) / 0.9, -1);
+    BOOST_CHECK_CLOSE(together.logprobs[1], logp1[together.ids[1]].item<double>(), 1e-3);
+    // Next to a top-p row, the other rows still take the kernels: the same draws as alone.
+    const auto mixed =
+      sample_tokens(logits, {{0.0, 1, 0, nullptr}, {0.9, 0.95, 0, &other}, {1.0, 1, 0, &b1}});
+    const auto b_alone = sample_tokens(logits.narrow(0, 2, 1), {{1.0, 1, 0, &b2}});
+    BOOST_CHECK_EQUAL(mixed.ids[0], together.ids[0]);
+    BOOST_CHECK_EQUAL(mixed.logprobs[0], together.logprobs[0]);
+    BOOST_CHECK_EQUAL(mixed.ids[2], b_alone.ids[0]);
+    BOOST_CHECK_EQUAL(mixed.logprobs[2], b_alone.logprobs[0]);
+  }
+  BOOST_CHECK_MESSAGE(seen.size() > 1, "10 steps drew one token every time: the stream does not "
+                                       "advance");
+}
+
 BOOST_AUTO_TEST_CASE(sampling_params_out_of_range_are_named) {
   kbrl::sampling_params p;
   p.temperature = -1;

@@ -7,17 +7,110 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <mutex>
+#include <optional>
+#include <string>
+
+// CMakeLists.txt defines KBRL_WITH_FUSED_KERNELS=1 for this file where it compiles
+// runtime/model/cuda/*.cu (a libtorch with CUDA and nvcc).
+#ifndef KBRL_WITH_FUSED_KERNELS
+#define KBRL_WITH_FUSED_KERNELS 0
+#endif
+
+#if KBRL_WITH_FUSED_KERNELS
+#include "runtime/model/fused_launch.hpp"
+
+#include <ATen/cuda/CUDAGeneratorImpl.h>
+#include <c10/cuda/CUDAGuard.h>
+#endif
 
 namespace kbrl::model {
 
-sampled_tokens sample_tokens(const at::Tensor& logits, const std::vector<sampling_row>& rows) {
-  TORCH_CHECK(logits.dim() == 2, "sample_tokens: logits must be [rows, vocab], got ",
-              logits.sizes());
+namespace {
+
+bool truncates(const sampling_row& r, int64_t vocab) {
+  return (r.top_k > 0 && r.top_k < vocab) || r.top_p < 1.0;
+}
+
+#if KBRL_WITH_FUSED_KERNELS
+/// KBRL_SAMPLING=composition keeps CUDA rows on the libtorch composition (to compare the two on a
+/// device, as bench/sampler_throughput does); read once.
+bool race_kernels_enabled() {
+  static const bool enabled = [] {
+    const char* choice = std::getenv("KBRL_SAMPLING");
+    return choice == nullptr || std::string(choice) != "composition";
+  }();
+  return enabled;
+}
+
+/// Whether race_sample_on_device() takes `logits` at all: CUDA, a kernel dtype, unit stride
+/// along the vocabulary, fewer than 2^24 entries (tokens travel as float32).
+bool race_kernels_take(const at::Tensor& logits) {
+  const auto type = logits.scalar_type();
+  return race_kernels_enabled() && logits.is_cuda() && logits.size(1) < (int64_t{1} << 24)
+         && logits.stride(1) == 1
+         && (type == at::kFloat || type == at::kHalf || type == at::kBFloat16);
+}
+
+/// Whether row `r` of such logits is the kernels': greedy, or sampled without top-k / top-p with
+/// a generator on the logits' device. The choice depends on the row alone, so a request takes
+/// the same path (and draws the same tokens) however it is batched.
+bool race_kernels_take(const sampling_row& r, const at::Tensor& logits) {
+  return r.temperature <= 0
+         || (!truncates(r, logits.size(1)) && r.generator->device() == logits.device());
+}
+
+/// sample_tokens() in two kernels (cuda/sample_kernel.cuh) for rows the kernels take (above).
+/// Each sampled row's generator gives the call its Philox stream (and advances, as exponential_
+/// would advance it).
+sampled_tokens race_sample_on_device(const at::Tensor& logits,
+                                     const std::vector<sampling_row>& rows) {
   const int64_t n = logits.size(0), vocab = logits.size(1);
-  TORCH_CHECK(static_cast<int64_t>(rows.size()) == n, "sample_tokens: ", rows.size(),
-              " settings for ", n, " rows");
+  std::vector<cuda::sample_row> settings(static_cast<std::size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const auto& r = rows[i];
+    auto& s = settings[i];
+    if (r.temperature <= 0) {
+      s.greedy = 1;
+      continue;
+    }
+    s.temperature = static_cast<float>(r.temperature);
+    auto* impl = at::check_generator<at::CUDAGeneratorImpl>(*r.generator);
+    std::lock_guard<std::mutex> lock(r.generator->mutex());
+    // 4: the increment philox offsets take; the kernel's counters use the offset as it is
+    std::tie(s.seed, s.offset) = impl->philox_engine_inputs(4);
+  }
+  c10::cuda::CUDAGuard guard(logits.device());
+  const auto bytes = static_cast<int64_t>(settings.size() * sizeof(cuda::sample_row));
+  const auto on_device = at::from_blob(settings.data(), {bytes}, at::kByte).to(logits.device());
+  const auto partials = at::empty({n * cuda::sample_slices(vocab) * 4},
+                                  logits.options().dtype(at::kFloat));
+  const auto result = at::empty({2, n}, logits.options().dtype(at::kFloat));
+  check_launch(cuda::race_sample(element_type_of(logits.scalar_type()), logits.data_ptr(),
+                                 logits.stride(0), n, vocab,
+                                 reinterpret_cast<const cuda::sample_row*>(on_device.data_ptr()),
+                                 partials.data_ptr<float>(), result.data_ptr<float>(),
+                                 stream_of(logits)),
+               "race_sample");
+  const auto back = result.to(at::kCPU); // the one synchronisation
+  const float* p = back.data_ptr<float>();
+  sampled_tokens out;
+  out.ids.resize(n);
+  out.logprobs.resize(n);
+  for (int64_t i = 0; i < n; ++i) {
+    out.ids[i] = static_cast<int32_t>(p[i]);
+    out.logprobs[i] = p[n + i];
+  }
+  return out;
+}
+#endif
+
+/// sample_tokens() by libtorch operations (the CPU's path, and CUDA's for rows with top-k / top-p).
+sampled_tokens sample_by_composition(const at::Tensor& logits,
+                                     const std::vector<sampling_row>& rows) {
+  const int64_t n = logits.size(0), vocab = logits.size(1);
   const auto device = logits.device();
   const auto wide = logits.to(at::kFloat);
 
@@ -40,9 +133,8 @@ sampled_tokens sample_tokens(const at::Tensor& logits, const std::vector<samplin
     if (is_greedy) {
       any_greedy = true;
     } else {
-      TORCH_CHECK(r.generator != nullptr, "sample_tokens: row ", i, " samples without a generator");
       any_sampled = true;
-      any_truncated = any_truncated || (r.top_k > 0 && r.top_k < vocab) || r.top_p < 1.0;
+      any_truncated = any_truncated || truncates(r, vocab);
     }
   }
   // On the CPU this is a view of `settings`, which outlives every use below.
@@ -93,6 +185,55 @@ sampled_tokens sample_tokens(const at::Tensor& logits, const std::vector<samplin
     out.logprobs.assign(lps.data_ptr<float>(), lps.data_ptr<float>() + n);
   }
   return out;
+}
+
+} // namespace
+
+sampled_tokens sample_tokens(const at::Tensor& logits, const std::vector<sampling_row>& rows) {
+  TORCH_CHECK(logits.dim() == 2, "sample_tokens: logits must be [rows, vocab], got ",
+              logits.sizes());
+  const int64_t n = logits.size(0);
+  TORCH_CHECK(static_cast<int64_t>(rows.size()) == n, "sample_tokens: ", rows.size(),
+              " settings for ", n, " rows");
+  for (int64_t i = 0; i < n; ++i)
+    TORCH_CHECK(rows[i].temperature <= 0 || rows[i].generator != nullptr, "sample_tokens: row ",
+                i, " samples without a generator");
+#if KBRL_WITH_FUSED_KERNELS
+  if (n > 0 && race_kernels_take(logits)) {
+    // Each row goes the way it would go alone: the kernels' rows and the others' separately.
+    std::vector<int64_t> kernel_rows, other_rows;
+    for (int64_t i = 0; i < n; ++i)
+      (race_kernels_take(rows[i], logits) ? kernel_rows : other_rows).push_back(i);
+    if (other_rows.empty())
+      return race_sample_on_device(logits, rows);
+    if (!kernel_rows.empty()) {
+      auto part = [&](const std::vector<int64_t>& which, bool kernels) {
+        std::vector<sampling_row> settings;
+        for (auto i : which)
+          settings.push_back(rows[i]);
+        const auto index = at::tensor(which, at::kLong).to(logits.device());
+        const auto sub = logits.index_select(0, index);
+        return kernels ? race_sample_on_device(sub, settings)
+                       : sample_by_composition(sub, settings);
+      };
+      const auto by_kernels = part(kernel_rows, true);
+      const auto by_composition = part(other_rows, false);
+      sampled_tokens out;
+      out.ids.resize(n);
+      out.logprobs.resize(n);
+      for (std::size_t j = 0; j < kernel_rows.size(); ++j) {
+        out.ids[kernel_rows[j]] = by_kernels.ids[j];
+        out.logprobs[kernel_rows[j]] = by_kernels.logprobs[j];
+      }
+      for (std::size_t j = 0; j < other_rows.size(); ++j) {
+        out.ids[other_rows[j]] = by_composition.ids[j];
+        out.logprobs[other_rows[j]] = by_composition.logprobs[j];
+      }
+      return out;
+    }
+  }
+#endif
+  return sample_by_composition(logits, rows);
 }
 
 at::Generator make_generator(uint64_t seed, at::Device device) {

@@ -22,6 +22,13 @@
 // other rows of the batch: each row draws its noise (one Exponential(1) per vocabulary entry per
 // step) from its own generator. A request seeded the same way draws the same tokens however the
 // requests around it are batched, as long as its logits are the same.
+//
+// On CUDA, when no row truncates (top-k / top-p), two kernels do all of it
+// (cuda/sample_kernel.cuh): the noise comes from the row generator's Philox stream at an offset
+// reserved for the call, computed where it is used instead of stored. The same rule and the same
+// reproducibility, but other numbers than exponential_ would draw: a seed's tokens on CUDA
+// differ from those of the composition (which the CPU and truncating rows keep, and every row
+// with KBRL_SAMPLING=composition).
 
 #include "messages/data.hpp"
 

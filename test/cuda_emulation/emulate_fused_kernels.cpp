@@ -13,12 +13,14 @@
 #include "runtime/model/cuda/decode_attention_mma_kernel.cuh"
 #include "runtime/model/cuda/logprob_kernel.cuh"
 #include "runtime/model/cuda/rope_qkv_kernel.cuh"
+#include "runtime/model/cuda/sample_kernel.cuh"
 #include "runtime/model/cuda/swiglu_kernel.cuh"
 #include "runtime/model/cuda/train_kernels.cuh"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <cmath>
 #include <cstdio>
 #include <string>
 
@@ -497,6 +499,130 @@ void all_cases(at::ScalarType t, double rel) {
   token_logprob_case<T>(t, rel, 4, 1003, 0.7f, 2, false); // element by element, rows striding
 }
 
+/// Philox4x32-10 against the known-answer vectors of its authors' Random123 (kat_vectors):
+/// counter, key, result.
+void philox_cases() {
+  struct vector {
+    k::philox_words counter;
+    uint32_t key0, key1;
+    k::philox_words want;
+  };
+  const std::vector<vector> vectors{
+    {{{0, 0, 0, 0}}, 0, 0, {{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}}},
+    {{{0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu}}, 0xffffffffu, 0xffffffffu,
+     {{0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu}}},
+    {{{0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}}, 0xa4093822u, 0x299f31d0u,
+     {{0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u}}}};
+  for (const auto& v : vectors) {
+    const auto got = k::philox4x32_10(v.counter, v.key0, v.key1);
+    bool same = true;
+    for (int i = 0; i < 4; ++i)
+      same = same && got.w[i] == v.want.w[i];
+    char text[64];
+    std::snprintf(text, sizeof text, "philox4x32-10 of counter %08x...", v.counter.w[0]);
+    check(same, text);
+  }
+}
+
+/// The race's noise draws from the softmax: 8 logits, 40000 streams (offsets) of one seed, each
+/// token's frequency against its probability (4 standard deviations).
+void race_noise_distribution_case() {
+  const float logits[8] = {2.0f, 1.5f, 1.0f, 0.5f, 0.0f, -0.5f, -1.0f, -3.0f};
+  double total = 0;
+  for (float x : logits)
+    total += std::exp(double(x));
+  const int draws = 40000;
+  std::vector<int> counts(8, 0);
+  for (int d = 0; d < draws; ++d) {
+    const auto words = k::philox_group(1234, 4 * static_cast<uint64_t>(d), 0);
+    const auto more = k::philox_group(1234, 4 * static_cast<uint64_t>(d), 1);
+    int best = 0;
+    float best_score = -INFINITY;
+    for (int v = 0; v < 8; ++v) {
+      const float score = logits[v] + k::race_noise(v < 4 ? words.w[v] : more.w[v - 4]);
+      if (score > best_score) {
+        best_score = score;
+        best = v;
+      }
+    }
+    ++counts[best];
+  }
+  for (int v = 0; v < 8; ++v) {
+    const double p = std::exp(double(logits[v])) / total;
+    const double sd = std::sqrt(p * (1 - p) / draws);
+    check(std::abs(counts[v] / double(draws) - p) <= 4 * sd + 1e-9,
+          "race noise: token " + std::to_string(v) + " drawn " + std::to_string(counts[v])
+            + " times in " + std::to_string(draws) + ", probability " + std::to_string(p));
+  }
+}
+
+/// race_sample's two kernels (as sample.cu launches them) against the rule computed on the host:
+/// greedy and sampled rows at several temperatures, a vocabulary of 3 slices (the last partial),
+/// rows row_stride apart, a NaN and -inf logits, a row with no finite logit.
+template <class T>
+void race_sample_case(at::ScalarType t) {
+  const int64_t rows = 6, vocab = 10000, stride = 10007;
+  auto logits = (randn({rows, stride}, 41, at::kFloat) * 3).to(t);
+  logits[4][17] = NAN;
+  logits[4].narrow(0, 100, 50).fill_(-INFINITY);
+  logits[5].fill_(-INFINITY);
+  std::vector<k::sample_row> settings(rows);
+  const float temperatures[rows] = {1.0f, 1.0f, 0.7f, 1.3f, 1.0f, 1.0f};
+  for (int64_t r = 0; r < rows; ++r) {
+    settings[r].greedy = r == 0;
+    settings[r].temperature = temperatures[r];
+    settings[r].seed = 1000 + r;
+    settings[r].offset = 4 * r;
+  }
+  const int64_t slices = k::sample_slices(vocab);
+  auto partials = at::full({rows * slices * 4}, 7.0, at::kFloat);
+  auto result = at::full({2, rows}, 7.0, at::kFloat);
+  emu::launch(static_cast<unsigned>(rows * slices), k::sample_threads, [&] {
+    k::sample_slice_kernel<T>(ptr<T>(logits), stride, vocab, settings.data(),
+                              partials.data_ptr<float>(), slices);
+  });
+  emu::launch(1, 128, [&] {
+    k::sample_merge_kernel<T>(ptr<T>(logits), stride, settings.data(), partials.data_ptr<float>(),
+                              slices, rows, result.data_ptr<float>());
+  });
+  const auto wide = logits.to(at::kFloat);
+  for (int64_t r = 0; r < rows; ++r) {
+    const std::string what = "race_sample " + name_of(t) + " row " + std::to_string(r);
+    const float* x = wide[r].data_ptr<float>();
+    int best = -1;
+    float best_score = -INFINITY;
+    double top = -INFINITY;
+    for (int64_t v = 0; v < vocab; ++v) {
+      const float xv = x[v] / settings[r].temperature;
+      const auto words = k::philox_group(settings[r].seed, settings[r].offset, v / 4);
+      const float score = settings[r].greedy ? xv : xv + k::race_noise(words.w[v % 4]);
+      if (!std::isnan(score) && (best < 0 || score > best_score)) {
+        best = static_cast<int>(v);
+        best_score = score;
+      }
+      if (!std::isnan(xv))
+        top = std::max(top, double(xv));
+    }
+    double sum = 0;
+    for (int64_t v = 0; v < vocab; ++v)
+      if (!std::isnan(x[v]) && std::isfinite(top))
+        sum += std::exp(double(x[v] / settings[r].temperature) - top);
+    const int want_token = best < 0 ? 0 : best;
+    const int got_token = static_cast<int>(result[0][r].item<float>());
+    check(got_token == want_token,
+          what + ": token " + std::to_string(got_token) + ", want " + std::to_string(want_token));
+    const double got_logp = result[1][r].item<double>();
+    if (sum > 0) {
+      const double want_logp = double(x[want_token] / settings[r].temperature) - top - std::log(sum);
+      check(std::abs(got_logp - want_logp) <= 1e-5 * std::max(1.0, std::abs(want_logp)),
+            what + ": logprob " + std::to_string(got_logp) + ", want "
+              + std::to_string(want_logp));
+    } else {
+      check(std::isnan(got_logp), what + ": no finite logit, logprob NaN");
+    }
+  }
+}
+
 /// The grouped kernel's split length: one chunk while the device has blocks to spare, longer
 /// splits (whole chunks, never more than the cache) once it has several blocks per SM.
 void keys_per_split_cases() {
@@ -525,6 +651,11 @@ void keys_per_split_cases() {
 
 int main() {
   keys_per_split_cases();
+  philox_cases();
+  race_noise_distribution_case();
+  race_sample_case<float>(at::kFloat);
+  race_sample_case<__nv_bfloat16>(at::kBFloat16);
+  race_sample_case<__half>(at::kHalf);
   all_cases<float>(at::kFloat, precisions[0].rel);
   all_cases<__nv_bfloat16>(at::kBFloat16, precisions[1].rel);
   all_cases<__half>(at::kHalf, precisions[2].rel);

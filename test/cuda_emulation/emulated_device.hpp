@@ -62,6 +62,7 @@ private:
 
 inline barrier block_barrier;
 inline std::vector<float> exchange(1024);
+inline std::vector<int> int_exchange(1024);
 
 /// Runs `kernel` over grid x block, like kernel<<<grid, block>>>(...).
 inline void launch(unsigned grid, unsigned block, const std::function<void()>& kernel) {
@@ -84,11 +85,13 @@ inline void launch(unsigned grid, unsigned block, const std::function<void()>& k
 } // namespace emu
 
 #undef __global__
+#undef __host__
 #undef __device__
 #undef __forceinline__
 #undef __shared__
 #undef __launch_bounds__
 #define __global__
+#define __host__
 #define __device__
 #define __forceinline__ inline
 #define __shared__ static
@@ -105,6 +108,14 @@ inline float __shfl_xor_sync(unsigned, float v, int offset) {
   emu::exchange[t] = v;
   emu::block_barrier.wait();
   const float r = emu::exchange[t ^ static_cast<unsigned>(offset)];
+  emu::block_barrier.wait();
+  return r;
+}
+inline int __shfl_xor_sync(unsigned, int v, int offset) {
+  const unsigned t = threadIdx.x;
+  emu::int_exchange[t] = v;
+  emu::block_barrier.wait();
+  const int r = emu::int_exchange[t ^ static_cast<unsigned>(offset)];
   emu::block_barrier.wait();
   return r;
 }

@@ -213,4 +213,31 @@ cudaError_t decode_attention_mma(element_type type, const void* q, const decode_
                                  const decode_attention_shape& shape, int64_t keys_per_split,
                                  cudaStream_t stream);
 
+/// One row's settings for race_sample(): its Philox stream (seed and offset, reserved from the
+/// row's generator for this call) and temperature; a greedy row takes the argmax of its logits
+/// (temperature 1, no noise).
+struct sample_row {
+  uint64_t seed = 0;
+  uint64_t offset = 0;
+  float temperature = 1.0f; ///< the logits are divided by it (as log_softmax(logits / T))
+  int32_t greedy = 0;
+};
+
+/// Vocabulary entries per block of race_sample()'s first kernel.
+inline constexpr int64_t sample_slice_entries = 4096;
+
+/// race_sample()'s workspace: rows * sample_slices(vocab) * 4 floats.
+inline int64_t sample_slices(int64_t vocab) {
+  return (vocab + sample_slice_entries - 1) / sample_slice_entries;
+}
+
+/// One token per row of `logits` ([rows, vocab], rows row_stride apart) by the exponential race
+/// (cuda/sample_kernel.cuh states it), with `settings` [rows] on the device: result [2, rows]
+/// float32 gets the tokens and their log-probabilities (log-softmax of logits / T over the
+/// whole vocabulary). cudaErrorInvalidValue for a vocabulary of 2^24 entries or more (tokens
+/// travel as float32).
+cudaError_t race_sample(element_type type, const void* logits, int64_t row_stride, int64_t rows,
+                        int64_t vocab, const sample_row* settings, float* partials, float* result,
+                        cudaStream_t stream);
+
 } // namespace kbrl::model::cuda

@@ -54,10 +54,10 @@ bool race_kernels_take(const at::Tensor& logits) {
          && (type == at::kFloat || type == at::kHalf || type == at::kBFloat16);
 }
 
-/// Whether row `r` of such logits is the kernels': greedy, or sampled without top-k / top-p with
+/// Whether row `r` of logits the kernels take is theirs: greedy, or sampled without top-k / top-p with
 /// a generator on the logits' device. The choice depends on the row alone, so a request takes
 /// the same path (and draws the same tokens) however it is batched.
-bool race_kernels_take(const sampling_row& r, const at::Tensor& logits) {
+bool race_kernels_take_row(const sampling_row& r, const at::Tensor& logits) {
   return r.temperature <= 0
          || (!truncates(r, logits.size(1)) && r.generator->device() == logits.device());
 }
@@ -203,7 +203,7 @@ sampled_tokens sample_tokens(const at::Tensor& logits, const std::vector<samplin
     // Each row goes the way it would go alone: the kernels' rows and the others' separately.
     std::vector<int64_t> kernel_rows, other_rows;
     for (int64_t i = 0; i < n; ++i)
-      (race_kernels_take(rows[i], logits) ? kernel_rows : other_rows).push_back(i);
+      (race_kernels_take_row(rows[i], logits) ? kernel_rows : other_rows).push_back(i);
     if (other_rows.empty())
       return race_sample_on_device(logits, rows);
     if (!kernel_rows.empty()) {

@@ -10,7 +10,6 @@
 #include <cstdlib>
 #include <limits>
 #include <mutex>
-#include <optional>
 #include <string>
 
 // CMakeLists.txt defines KBRL_WITH_FUSED_KERNELS=1 for this file where it compiles
@@ -54,9 +53,9 @@ bool race_kernels_take(const at::Tensor& logits) {
          && (type == at::kFloat || type == at::kHalf || type == at::kBFloat16);
 }
 
-/// Whether row `r` of logits the kernels take is theirs: greedy, or sampled without top-k / top-p with
-/// a generator on the logits' device. The choice depends on the row alone, so a request takes
-/// the same path (and draws the same tokens) however it is batched.
+/// Whether row `r` of logits the kernels take is theirs: greedy, or sampled without top-k / top-p
+/// with a generator on the logits' device. The choice depends on the row alone, so a request
+/// takes the same path (and draws the same tokens) however it is batched.
 bool race_kernels_take_row(const sampling_row& r, const at::Tensor& logits) {
   return r.temperature <= 0
          || (!truncates(r, logits.size(1)) && r.generator->device() == logits.device());
@@ -187,6 +186,32 @@ sampled_tokens sample_by_composition(const at::Tensor& logits,
   return out;
 }
 
+#if KBRL_WITH_FUSED_KERNELS
+/// The rows `kernel_rows` by the race kernels and `other_rows` by the composition, each part on
+/// its own copy of its logits rows, put back in the batch's order.
+sampled_tokens sample_in_two_parts(const at::Tensor& logits, const std::vector<sampling_row>& rows,
+                                   const std::vector<int64_t>& kernel_rows,
+                                   const std::vector<int64_t>& other_rows) {
+  sampled_tokens out;
+  out.ids.resize(rows.size());
+  out.logprobs.resize(rows.size());
+  for (const bool kernels : {true, false}) {
+    const auto& which = kernels ? kernel_rows : other_rows;
+    std::vector<sampling_row> settings;
+    for (auto i : which)
+      settings.push_back(rows[i]);
+    const auto sub = logits.index_select(0, at::tensor(which, at::kLong).to(logits.device()));
+    const auto part = kernels ? race_sample_on_device(sub, settings)
+                              : sample_by_composition(sub, settings);
+    for (std::size_t j = 0; j < which.size(); ++j) {
+      out.ids[which[j]] = part.ids[j];
+      out.logprobs[which[j]] = part.logprobs[j];
+    }
+  }
+  return out;
+}
+#endif
+
 } // namespace
 
 sampled_tokens sample_tokens(const at::Tensor& logits, const std::vector<sampling_row>& rows) {
@@ -206,31 +231,8 @@ sampled_tokens sample_tokens(const at::Tensor& logits, const std::vector<samplin
       (race_kernels_take_row(rows[i], logits) ? kernel_rows : other_rows).push_back(i);
     if (other_rows.empty())
       return race_sample_on_device(logits, rows);
-    if (!kernel_rows.empty()) {
-      auto part = [&](const std::vector<int64_t>& which, bool kernels) {
-        std::vector<sampling_row> settings;
-        for (auto i : which)
-          settings.push_back(rows[i]);
-        const auto index = at::tensor(which, at::kLong).to(logits.device());
-        const auto sub = logits.index_select(0, index);
-        return kernels ? race_sample_on_device(sub, settings)
-                       : sample_by_composition(sub, settings);
-      };
-      const auto by_kernels = part(kernel_rows, true);
-      const auto by_composition = part(other_rows, false);
-      sampled_tokens out;
-      out.ids.resize(n);
-      out.logprobs.resize(n);
-      for (std::size_t j = 0; j < kernel_rows.size(); ++j) {
-        out.ids[kernel_rows[j]] = by_kernels.ids[j];
-        out.logprobs[kernel_rows[j]] = by_kernels.logprobs[j];
-      }
-      for (std::size_t j = 0; j < other_rows.size(); ++j) {
-        out.ids[other_rows[j]] = by_composition.ids[j];
-        out.logprobs[other_rows[j]] = by_composition.logprobs[j];
-      }
-      return out;
-    }
+    if (!kernel_rows.empty())
+      return sample_in_two_parts(logits, rows, kernel_rows, other_rows);
   }
 #endif
   return sample_by_composition(logits, rows);

@@ -95,9 +95,40 @@ BOOST_AUTO_TEST_SUITE(generation)
 
 // ---- the sampler -------------------------------------------------------------------------------------
 
+/// 4000 draws from `logits` ([1, 8], on any device) with one row's settings: no token outside
+/// `allowed` (what truncation keeps), each token's frequency within 0.035 of its probability after
+/// truncation (renormalised), and the first 50 log-probabilities the log-softmax at the
+/// temperature, before truncation.
+void check_draws(const at::Tensor& logits, double temperature, double top_p, int32_t top_k,
+                 at::Generator& gen, const std::set<int32_t>& allowed) {
+  const int draws = 4000;
+  const auto logp = at::log_softmax(logits[0].to(at::kCPU, at::kFloat) / temperature, -1);
+  auto kept = at::zeros({8}, at::kDouble);
+  for (auto id : allowed)
+    kept[id] = logp[id].exp().item<double>();
+  kept = kept / kept.sum();
+  std::vector<int> counts(8, 0);
+  for (int i = 0; i < draws; ++i) {
+    const auto got = sample_tokens(logits, {{temperature, top_p, top_k, &gen}});
+    const auto id = got.ids.at(0);
+    BOOST_REQUIRE(id >= 0 && id < 8);
+    ++counts[id];
+    if (i < 50)
+      BOOST_CHECK_CLOSE(got.logprobs[0], logp[id].item<float>(), 1e-3);
+  }
+  for (int id = 0; id < 8; ++id) {
+    const double want = kept[id].item<double>();
+    if (allowed.count(id) == 0)
+      BOOST_CHECK_MESSAGE(counts[id] == 0, "token " << id << " drawn though truncated");
+    // 4000 draws: the standard deviation of a frequency is at most 0.008.
+    BOOST_CHECK_MESSAGE(std::abs(counts[id] / double(draws) - want) < 0.035,
+                        "token " << id << ": frequency " << counts[id] / double(draws)
+                                 << ", probability " << want);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(sampler_draws_from_the_stated_distribution) {
   const auto logits = at::tensor({2.0f, 1.5f, 1.0f, 0.5f, 0.0f, -0.5f, -1.0f, -3.0f}).view({1, 8});
-  const int draws = 4000;
   struct setting {
     double temperature, top_p;
     int32_t top_k;
@@ -111,31 +142,7 @@ BOOST_AUTO_TEST_CASE(sampler_draws_from_the_stated_distribution) {
                                             {1.3, 0.9, 4, {0, 1, 2, 3}}}) {
     BOOST_TEST_CONTEXT("T " << s.temperature << " top_p " << s.top_p << " top_k " << s.top_k) {
       auto gen = make_generator(11, at::kCPU);
-      const auto logp = at::log_softmax(logits[0] / s.temperature, -1);
-      // The distribution after truncation, renormalised.
-      auto kept = at::zeros({8}, at::kDouble);
-      for (auto id : s.allowed)
-        kept[id] = logp[id].exp().item<double>();
-      kept = kept / kept.sum();
-      std::vector<int> counts(8, 0);
-      for (int i = 0; i < draws; ++i) {
-        const auto got = sample_tokens(logits, {{s.temperature, s.top_p, s.top_k, &gen}});
-        const auto id = got.ids.at(0);
-        BOOST_REQUIRE(id >= 0 && id < 8);
-        ++counts[id];
-        // The stated log-probability: log-softmax at the temperature, before truncation.
-        if (i < 50)
-          BOOST_CHECK_CLOSE(got.logprobs[0], logp[id].item<float>(), 1e-3);
-      }
-      for (int id = 0; id < 8; ++id) {
-        const double want = kept[id].item<double>();
-        if (s.allowed.count(id) == 0)
-          BOOST_CHECK_MESSAGE(counts[id] == 0, "token " << id << " drawn though truncated");
-        // 4000 draws: the standard deviation of a frequency is at most 0.008.
-        BOOST_CHECK_MESSAGE(std::abs(counts[id] / double(draws) - want) < 0.035,
-                            "token " << id << ": frequency " << counts[id] / double(draws)
-                                     << ", probability " << want);
-      }
+      check_draws(logits, s.temperature, s.top_p, s.top_k, gen, s.allowed);
     }
   }
 }
@@ -178,25 +185,8 @@ BOOST_AUTO_TEST_CASE(cuda_sampling_draws_from_the_distribution_whatever_the_batc
     BOOST_TEST_CONTEXT(c10::toString(dtype)) {
       const auto logits =
         at::tensor({2.0f, 1.5f, 1.0f, 0.5f, 0.0f, -0.5f, -1.0f, -3.0f}).view({1, 8});
-      const auto on_gpu = logits.to(cuda.dtype(dtype));
-      const auto logp = at::log_softmax(logits[0] / 0.8, -1);
       auto gen = make_generator(11, at::kCUDA);
-      const int draws = 4000;
-      std::vector<int> counts(8, 0);
-      for (int i = 0; i < draws; ++i) {
-        const auto got = sample_tokens(on_gpu, {{0.8, 1.0, 0, &gen}});
-        const auto id = got.ids.at(0);
-        BOOST_REQUIRE(id >= 0 && id < 8);
-        ++counts[id];
-        if (i < 50)
-          BOOST_CHECK_CLOSE(got.logprobs[0], logp[id].item<float>(), 1e-3);
-      }
-      for (int id = 0; id < 8; ++id) {
-        const double want = logp[id].exp().item<double>();
-        BOOST_CHECK_MESSAGE(std::abs(counts[id] / double(draws) - want) < 0.035,
-                            "token " << id << ": frequency " << counts[id] / double(draws)
-                                     << ", probability " << want);
-      }
+      check_draws(logits.to(cuda.dtype(dtype)), 0.8, 1.0, 0, gen, {0, 1, 2, 3, 4, 5, 6, 7});
     }
   }
   // A Qwen-sized vocabulary (37 slices of the first kernel): a greedy row takes the argmax with

@@ -102,22 +102,24 @@ inline void launch(unsigned grid, unsigned block, const std::function<void()>& k
 #define gridDim (emu::grid_dim)
 
 inline void __syncthreads() { emu::block_barrier.wait(); }
-inline float __shfl_xor_sync(unsigned, float v, int offset) {
-  // Every thread of the block calls it together (block_sum does): publish, wait, read, wait.
+namespace emu {
+/// __shfl_xor_sync for V: every thread of the block calls it together (block_sum does):
+/// publish, wait, read, wait.
+template <class V>
+V exchange_xor(std::vector<V>& slots, V v, int offset) {
   const unsigned t = threadIdx.x;
-  emu::exchange[t] = v;
-  emu::block_barrier.wait();
-  const float r = emu::exchange[t ^ static_cast<unsigned>(offset)];
-  emu::block_barrier.wait();
+  slots[t] = v;
+  block_barrier.wait();
+  const V r = slots[t ^ static_cast<unsigned>(offset)];
+  block_barrier.wait();
   return r;
 }
+} // namespace emu
+inline float __shfl_xor_sync(unsigned, float v, int offset) {
+  return emu::exchange_xor(emu::exchange, v, offset);
+}
 inline int __shfl_xor_sync(unsigned, int v, int offset) {
-  const unsigned t = threadIdx.x;
-  emu::int_exchange[t] = v;
-  emu::block_barrier.wait();
-  const int r = emu::int_exchange[t ^ static_cast<unsigned>(offset)];
-  emu::block_barrier.wait();
-  return r;
+  return emu::exchange_xor(emu::int_exchange, v, offset);
 }
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fadd_rn(float a, float b) { return a + b; }

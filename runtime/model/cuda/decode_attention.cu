@@ -19,6 +19,29 @@ namespace {
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
+/// The cache's rows can be read 16 bytes at a time (elements of `bytes` bytes).
+bool cache_aligned(const decode_kv& kv, int64_t bytes) {
+  return aligned16(kv.keys) && aligned16(kv.values) && (kv.batch_stride * bytes) % 16 == 0
+         && (kv.head_stride * bytes) % 16 == 0 && (kv.position_stride * bytes) % 16 == 0;
+}
+
+/// shape.splits is the number of splits of `keys_per_split` keys that cover key_len.
+bool splits_of(const decode_attention_shape& shape, int64_t keys_per_split) {
+  return keys_per_split > 0
+         && shape.splits == (shape.key_len + keys_per_split - 1) / keys_per_split;
+}
+
+/// The merge of the partials into `out`, one block per (sequence, query head).
+template <class T>
+cudaError_t launch_merge(const float* partials, void* out, const decode_attention_shape& shape,
+                         cudaStream_t stream) {
+  const unsigned threads = static_cast<unsigned>(warp_multiple(shape.head_dim, 256));
+  decode_attention_merge_kernel<T>
+    <<<static_cast<unsigned>(shape.batch * shape.heads), threads, 0, stream>>>(
+      partials, static_cast<T*>(out), shape);
+  return cudaGetLastError();
+}
+
 template <class T>
 cudaError_t launch(const void* q, const decode_kv& kv, const int64_t* positions, float* partials,
                    void* out, const decode_attention_shape& shape, cudaStream_t stream) {
@@ -26,9 +49,7 @@ cudaError_t launch(const void* q, const decode_kv& kv, const int64_t* positions,
   const int64_t bytes = sizeof(T);
   if (shape.head_dim <= 0 || shape.head_dim > decode_max_head_dim || shape.head_dim % V != 0
       || shape.kv_heads <= 0 || shape.heads % shape.kv_heads != 0 || shape.key_len <= 0
-      || shape.splits != decode_attention_splits(shape.key_len) || !aligned16(kv.keys)
-      || !aligned16(kv.values) || (kv.batch_stride * bytes) % 16 != 0
-      || (kv.head_stride * bytes) % 16 != 0 || (kv.position_stride * bytes) % 16 != 0)
+      || shape.splits != decode_attention_splits(shape.key_len) || !cache_aligned(kv, bytes))
     return cudaErrorInvalidValue;
   if (shape.batch <= 0 || shape.heads <= 0)
     return cudaSuccess;
@@ -38,10 +59,7 @@ cudaError_t launch(const void* q, const decode_kv& kv, const int64_t* positions,
       static_cast<const T*>(q), kv, positions, partials, shape);
   if (const auto err = cudaGetLastError(); err != cudaSuccess)
     return err;
-  const unsigned threads = static_cast<unsigned>(warp_multiple(shape.head_dim, 256));
-  decode_attention_merge_kernel<T><<<static_cast<unsigned>(heads), threads, 0, stream>>>(
-    partials, static_cast<T*>(out), shape);
-  return cudaGetLastError();
+  return launch_merge<T>(partials, out, shape, stream);
 }
 
 template <class T>
@@ -52,11 +70,8 @@ cudaError_t launch_grouped(const void* q, const decode_kv& kv, const int64_t* po
   const auto kernel = shape.kv_heads > 0 && shape.heads % shape.kv_heads == 0
                         ? decode_group_kernel_for<T>(shape.heads / shape.kv_heads, shape.head_dim)
                         : nullptr;
-  if (kernel == nullptr || shape.key_len <= 0 || keys_per_split <= 0
-      || keys_per_split % decode_keys_per_block != 0
-      || shape.splits != (shape.key_len + keys_per_split - 1) / keys_per_split
-      || !aligned16(kv.keys) || !aligned16(kv.values) || (kv.batch_stride * bytes) % 16 != 0
-      || (kv.head_stride * bytes) % 16 != 0 || (kv.position_stride * bytes) % 16 != 0)
+  if (kernel == nullptr || shape.key_len <= 0 || !splits_of(shape, keys_per_split)
+      || keys_per_split % decode_keys_per_block != 0 || !cache_aligned(kv, bytes))
     return cudaErrorInvalidValue;
   if (shape.batch <= 0 || shape.heads <= 0)
     return cudaSuccess;
@@ -65,11 +80,7 @@ cudaError_t launch_grouped(const void* q, const decode_kv& kv, const int64_t* po
     static_cast<const T*>(q), kv, positions, partials, shape, keys_per_split);
   if (const auto err = cudaGetLastError(); err != cudaSuccess)
     return err;
-  const unsigned threads = static_cast<unsigned>(warp_multiple(shape.head_dim, 256));
-  decode_attention_merge_kernel<T>
-    <<<static_cast<unsigned>(shape.batch * shape.heads), threads, 0, stream>>>(
-      partials, static_cast<T*>(out), shape);
-  return cudaGetLastError();
+  return launch_merge<T>(partials, out, shape, stream);
 }
 
 /// Whether `kernel` was compiled for sm_80 or newer on this device (its body traps below that).
@@ -96,11 +107,8 @@ cudaError_t launch_mma(const void* q, const decode_kv& kv, const int64_t* positi
   constexpr int64_t block_keys = decode_mma_warps * decode_mma_keys;
   if (kernel == nullptr || !tensor_cores || shape.kv_heads <= 0
       || shape.heads % shape.kv_heads != 0 || shape.heads / shape.kv_heads > decode_mma_max_group
-      || shape.key_len <= 0 || keys_per_split <= 0 || keys_per_split % block_keys != 0
-      || shape.splits != (shape.key_len + keys_per_split - 1) / keys_per_split
-      || !aligned16(q) || !aligned16(kv.keys) || !aligned16(kv.values)
-      || (kv.batch_stride * bytes) % 16 != 0 || (kv.head_stride * bytes) % 16 != 0
-      || (kv.position_stride * bytes) % 16 != 0)
+      || shape.key_len <= 0 || !splits_of(shape, keys_per_split)
+      || keys_per_split % block_keys != 0 || !aligned16(q) || !cache_aligned(kv, bytes))
     return cudaErrorInvalidValue;
   if (shape.batch <= 0 || shape.heads <= 0)
     return cudaSuccess;
@@ -109,11 +117,7 @@ cudaError_t launch_mma(const void* q, const decode_kv& kv, const int64_t* positi
     static_cast<const T*>(q), kv, positions, partials, shape, keys_per_split);
   if (const auto err = cudaGetLastError(); err != cudaSuccess)
     return err;
-  const unsigned threads = static_cast<unsigned>(warp_multiple(shape.head_dim, 256));
-  decode_attention_merge_kernel<T>
-    <<<static_cast<unsigned>(shape.batch * shape.heads), threads, 0, stream>>>(
-      partials, static_cast<T*>(out), shape);
-  return cudaGetLastError();
+  return launch_merge<T>(partials, out, shape, stream);
 }
 
 } // namespace

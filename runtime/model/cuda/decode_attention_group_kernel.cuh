@@ -112,13 +112,10 @@ __global__ void __launch_bounds__(decode_keys_per_block, 4)
 
   const int64_t splits = shape.splits;
   const int group = static_cast<int>(shape.heads / shape.kv_heads);
-  const int64_t split = blockIdx.x % splits, bk = blockIdx.x / splits;
-  const int64_t b = bk / shape.kv_heads, kv_head = bk % shape.kv_heads;
-  const int64_t first_head = b * shape.heads + kv_head * group; // row of q and of the partials
-  int64_t valid = positions[b] + 1; // the query sees cached positions [0, its own]
-  valid = valid < 1 ? 1 : (valid > shape.key_len ? shape.key_len : valid);
-  const int64_t begin = split * keys_per_split;
-  const int64_t end = begin + keys_per_split < valid ? begin + keys_per_split : valid;
+  const auto span = decode_group_span_of(blockIdx.x, positions, shape, keys_per_split);
+  const int64_t split = span.split, b = span.b, kv_head = span.kv_head;
+  const int64_t first_head = span.first_head; // row of q and of the partials
+  const int64_t begin = span.begin, end = span.end;
 
   for (int i = threadIdx.x; i < D * G; i += K) {
     const int element = i / G, h = i % G;

@@ -51,6 +51,31 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
   return v;
 }
 
+/// What block `block` of a kernel with one block per (sequence, kv head, split of
+/// `keys_per_split` keys) serves (the grouped and tensor-core kernels): sequence b, kv head,
+/// the row of q and of the partials of its first query head, and its keys [begin, end), end
+/// clamped to the query's own position (begin >= end: none).
+struct decode_group_span {
+  int64_t split, b, kv_head, first_head, begin, end;
+};
+
+__device__ __forceinline__ decode_group_span decode_group_span_of(
+  int64_t block, const int64_t* positions, const decode_attention_shape& shape,
+  int64_t keys_per_split) {
+  decode_group_span span;
+  const int64_t group = shape.heads / shape.kv_heads;
+  span.split = block % shape.splits;
+  const int64_t bk = block / shape.splits;
+  span.b = bk / shape.kv_heads;
+  span.kv_head = bk % shape.kv_heads;
+  span.first_head = span.b * shape.heads + span.kv_head * group;
+  int64_t valid = positions[span.b] + 1; // the query sees cached positions [0, its own]
+  valid = valid < 1 ? 1 : (valid > shape.key_len ? shape.key_len : valid);
+  span.begin = span.split * keys_per_split;
+  span.end = span.begin + keys_per_split < valid ? span.begin + keys_per_split : valid;
+  return span;
+}
+
 /// Loads each thread issues before it uses the first (registers: 4 per load).
 constexpr int decode_loads_in_flight = 16;
 

@@ -1,21 +1,27 @@
 #!/usr/bin/env python3
-"""CUDA candidate builds with torch's full headers against kbrl's light header
-(tools/kbrl_eval/light_cuda_header.py), on the candidate set of make_candidates.py.
+"""CUDA candidate builds, kbrl's against torch's full headers, on the candidate set of
+make_candidates.py.
 
 Each build is one fresh Python process running the candidate's module-level load_inline, as a
-kbrl builder does: the precompiled torch/extension.h for main.cpp in both modes, the light
-header for cuda.cu in mode `light`. A build's time is from after `import torch` to the loaded
-extension. Duplicates are built once. Then, for every source built both ways:
+kbrl builder does, in one of three modes (main.cpp compiles with the precompiled
+torch/extension.h in all three):
+  - full:  cuda.cu as written, nvcc as is (the peer: what KernelBench's protocol compiles);
+  - light: cuda.cu with kbrl's light torch header (light_cuda_header.py), nvcc as is;
+  - kbrl:  the light header, nvcc's two front ends side by side (nvcc_driver.py) and the host
+           half through a precompiled header (host_pch.py): what kbrl's builds do now.
+A build's time is from after `import torch` to the loaded extension. Duplicates are built
+once. Then, for every source built in the first mode and another:
   - the kernels' SASS (cuobjdump), internal-linkage name hashes aside, must be identical;
   - ModelNew's output on the problem's inputs (same seed) must be bitwise identical.
 
-    build_times.py --candidates C --kernelbench KB --out OUT [--jobs 12] [--lone 3]
-        [--limit SECONDS]
+    build_times.py --candidates C --kernelbench KB --out OUT [--modes kbrl,full] [--jobs 12]
+        [--sources N] [--lone 3] [--lone-modes kbrl,light,full] [--outputs] [--limit SECONDS]
 
 OUT/build_times.json holds every build and check, written after each phase (a call that runs
-out of time keeps what was done); the summary goes to stdout. Phases: the builds 12 at a time,
-light then full; build outcomes and SASS compared; --lone N sources built alone (one build on
-the machine at a time), both ways, into fresh folders; outputs compared, while --limit lasts."""
+out of time keeps what was done); the summary goes to stdout. Phases: the builds --jobs at a
+time, one mode after the other; build outcomes and SASS compared; --lone N sources built alone
+(one build on the machine at a time) in each of --lone-modes, into fresh folders; with
+--outputs, ModelNew's outputs compared, while --limit lasts."""
 
 import argparse
 import concurrent.futures as futures
@@ -39,11 +45,19 @@ sys.path.insert(0, sys.argv[1])
 import torch, torch.utils.cpp_extension as ce
 from kbrl_eval.extension_builds import (install_build_reuse, install_library_reuse,
                                         install_torch_pch)
+mode = os.environ["KBRL_BUILD_MODE"]
+if mode != "kbrl":
+    # the host compiler wrapper (host_pch.py) passes every call through; main.cpp keeps its
+    # precompiled header in every mode
+    os.environ["KBRL_EVAL_NO_PCH"] = "1"
 install_build_reuse(ce)
-if os.environ["KBRL_BUILD_MODE"] == "light":
+if mode in ("light", "kbrl"):
     from kbrl_eval.light_cuda_header import install_light_cuda_header
     install_light_cuda_header(ce, log=lambda m: print("FALLBACK " + m, file=sys.stderr))
 install_library_reuse(ce)
+if mode == "kbrl":
+    from kbrl_eval.nvcc_driver import install_parallel_nvcc
+    install_parallel_nvcc(ce)
 install_torch_pch(ce)
 """
 
@@ -158,77 +172,105 @@ def main():
     ap.add_argument("--candidates", required=True)
     ap.add_argument("--kernelbench", required=True)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--modes", default="kbrl,full")
     ap.add_argument("--jobs", type=int, default=12)
+    ap.add_argument("--sources", type=int, default=0, help="the first N unique sources (0: all)")
     ap.add_argument("--lone", type=int, default=3)
+    ap.add_argument("--lone-modes", default="kbrl,light,full")
+    ap.add_argument("--outputs", action="store_true")
     ap.add_argument("--check-jobs", type=int, default=4)
     ap.add_argument("--limit", type=float, default=500)
     args = ap.parse_args()
+    modes = [m for m in args.modes.split(",") if m]
+    lone_modes = [m for m in args.lone_modes.split(",") if m]
     deadline = time.monotonic() + args.limit
     os.makedirs(args.out, exist_ok=True)
     logs = os.path.join(args.out, "logs")
     os.makedirs(logs, exist_ok=True)
     manifest = json.load(open(os.path.join(args.candidates, "manifest.json")))
     unique = [e for e in manifest if not e.get("duplicate_of") and e.get("backend") == "cuda"]
+    if args.sources:
+        unique = unique[:args.sources]
     paths = {e["candidate"]: os.path.join(args.candidates, e["candidate"]) for e in unique}
-    report = {"jobs": args.jobs, "sources": len(unique)}
+    report = {"jobs": args.jobs, "sources": len(unique), "modes": modes}
     scratch = "/tmp/kbrl-build-times"
     shutil.rmtree(scratch, ignore_errors=True)
-    dirs = {m: os.path.join(scratch, m) for m in ("light", "full")}
-    # the precompiled torch/extension.h both modes use, made before anything is timed
-    warm = build(next(iter(paths.values())), "full", os.path.join(scratch, "warm-up"), logs)
-    print("warm-up build (makes the precompiled header): %.1f s" % warm["process_wall"])
-    for mode in ("light", "full"):
+    dirs = {m: os.path.join(scratch, m) for m in modes}
+    # the precompiled headers (torch/extension.h for main.cpp, the host half's for kbrl) made
+    # before anything is timed, as on a builder that has built before
+    for mode in sorted(set(modes + lone_modes) & {"kbrl", "full"}):
+        warm = build(next(iter(paths.values())), mode, os.path.join(scratch, "warm-up-" + mode),
+                     logs)
+        print("warm-up build, %s (makes the precompiled headers): %.1f s"
+              % (mode, warm["process_wall"]), flush=True)
+    for mode in modes:
         t0 = time.monotonic()
         rows = build_all(list(paths.values()), mode, dirs[mode], logs, args.jobs, deadline)
         report[mode] = {"wall": time.monotonic() - t0, "builds": rows}
         print("%s, %d at a time: %s; %.1f s wall, %d fell back to the full header"
               % (mode, args.jobs, summarize(rows), report[mode]["wall"],
                  sum(r["fallback"] for r in rows)), flush=True)
-    save(args.out, report)
+        save(args.out, report)
     built = {m: {r["candidate"] for r in report[m]["builds"] if r["ok"]} for m in dirs}
     attempted = {m: {r["candidate"] for r in report[m]["builds"]} for m in dirs}
-    report["build_outcome_differs"] = sorted(
-        c for c in attempted["light"] & attempted["full"]
-        if (c in built["light"]) != (c in built["full"]))
-    print("built in one mode and not the other: %s"
-          % (", ".join(report["build_outcome_differs"]) or "none"))
-    both = [e for e in unique
-            if e["candidate"] in built["light"] and e["candidate"] in built["full"]]
-    # the kernels of each source built both ways (fast: no GPU)
-    report["sass"] = {}
-    for e in both:
-        name = ext_name(paths[e["candidate"]])
-        sass = {m: sass_of(dirs[m], name) for m in dirs}
-        report["sass"][e["candidate"]] = sass["light"] is not None and sass["light"] == sass["full"]
-    print("both ways: %d sources; SASS identical %d" % (len(both), sum(report["sass"].values())),
-          flush=True)
+    first = modes[0]
+    report["build_outcome_differs"], report["sass"] = {}, {}
+    both = {}
+    for other in modes[1:]:
+        report["build_outcome_differs"][other] = sorted(
+            c for c in attempted[first] & attempted[other]
+            if (c in built[first]) != (c in built[other]))
+        print("built as %s and not as %s or the other way: %s" % (
+            first, other, ", ".join(report["build_outcome_differs"][other]) or "none"))
+        both[other] = [e for e in unique
+                       if e["candidate"] in built[first] and e["candidate"] in built[other]]
+        # the kernels of each source built both ways (fast: no GPU)
+        same = {}
+        for e in both[other]:
+            name = ext_name(paths[e["candidate"]])
+            a, b = sass_of(dirs[first], name), sass_of(dirs[other], name)
+            same[e["candidate"]] = a is not None and a == b
+        report["sass"][other] = same
+        print("%s and %s: %d sources built both ways; SASS identical %d"
+              % (first, other, len(same), sum(same.values())), flush=True)
     save(args.out, report)
     for row in ninja_steps(dirs):
         print(row)
     # alone on the machine
-    report["lone"] = {"light": [], "full": []}
-    for e in both[:args.lone]:
-        for mode in ("light", "full"):
+    report["lone"] = {m: [] for m in lone_modes}
+    for e in unique[:args.lone]:
+        for mode in lone_modes:
             if time.monotonic() < deadline:
                 d = os.path.join(scratch, "lone-" + mode + "-" + e["candidate"])
                 report["lone"][mode].append(build(paths[e["candidate"]], mode, d, logs))
-    for mode in ("light", "full"):
+                r = report["lone"][mode][-1]
+                print("alone, %s %s: %.1f s%s" % (e["candidate"], mode, r["seconds"] or -1,
+                                                  "" if r["ok"] else " (failed)"), flush=True)
+        save(args.out, report)
+    for mode in lone_modes:
         print("%s, alone: %s" % (mode, summarize(report["lone"][mode])), flush=True)
-    save(args.out, report)
+    lone_dirs = {m: os.path.join(scratch, "lone-" + m) for m in lone_modes}
+    for row in ninja_steps({m: d for m, d in lone_dirs.items()}, prefix=True):
+        print(row)
+    if not args.outputs or len(modes) < 2:
+        return
 
-    # ModelNew's outputs, same seeds, each source built both ways (slowest: last)
+    # ModelNew's outputs, same seeds, each source built in the first two modes (slowest: last)
+    other = modes[1]
+
     def check(e):
         if time.monotonic() > deadline:
             return None
         problem = os.path.join(args.kernelbench, e["problem"])
-        outs = {m: output_hash(problem, paths[e["candidate"]], dirs[m], m) for m in dirs}
+        outs = {m: output_hash(problem, paths[e["candidate"]], dirs[m], m) for m in (first, other)}
         return {"candidate": e["candidate"], "kind": e["kind"], "outputs": outs,
-                "identical": outs["light"] is not None and outs["light"] == outs["full"]}
+                "identical": outs[first] is not None and outs[first] == outs[other]}
 
     with futures.ThreadPoolExecutor(args.check_jobs) as pool:
-        report["outputs"] = [r for r in pool.map(check, both) if r is not None]
+        report["outputs"] = [r for r in pool.map(check, both[other]) if r is not None]
     print("outputs compared for %d of %d sources: bitwise identical %d"
-          % (len(report["outputs"]), len(both), sum(r["identical"] for r in report["outputs"])))
+          % (len(report["outputs"]), len(both[other]),
+             sum(r["identical"] for r in report["outputs"])))
     save(args.out, report)
 
 
@@ -237,12 +279,21 @@ def save(out, report):
         json.dump(report, f, indent=1)
 
 
-def ninja_steps(dirs):
+def ninja_steps(dirs, prefix=False):
+    """ninja_steps.py's table per mode: for each folder of dirs, or with prefix=True for the
+    folders whose names start with it (the lone builds' own folders)."""
     rows = []
     for mode, d in dirs.items():
-        proc = subprocess.run([sys.executable, os.path.join(HERE, "ninja_steps.py"), d],
+        folders = [d] if not prefix else sorted(
+            os.path.join(os.path.dirname(d), f) for f in os.listdir(os.path.dirname(d))
+            if f.startswith(os.path.basename(d) + "-")) if os.path.isdir(os.path.dirname(d)) \
+            else []
+        if not folders:
+            continue
+        proc = subprocess.run([sys.executable, os.path.join(HERE, "ninja_steps.py")] + folders,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        rows.append("build steps, %s:\n%s" % (mode, proc.stdout.decode(errors="replace")))
+        rows.append("build steps, %s%s:\n%s" % (mode, " (alone)" if prefix else "",
+                                                proc.stdout.decode(errors="replace")))
     return rows
 
 

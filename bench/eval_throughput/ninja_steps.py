@@ -3,7 +3,7 @@
 (kbrl-bench-eval --keep DIR: DIR/extensions) and prints, per kind of build step, how many ran and
 their mean and total seconds; also how long the precompiled torch header took to make.
 
-    ninja_steps.py DIR
+    ninja_steps.py DIR [DIR...]
 """
 
 import collections
@@ -23,9 +23,11 @@ def step_kind(output):
 
 
 def main(argv):
-    root = argv[1]
+    roots = argv[1:]
     seconds = collections.defaultdict(list)
-    for log in glob.glob(os.path.join(root, "**", ".ninja_log"), recursive=True):
+    logs = [l for root in roots for l in glob.glob(os.path.join(root, "**", ".ninja_log"),
+                                                    recursive=True)]
+    for log in logs:
         with open(log) as f:
             for line in f:
                 parts = line.split("\t")
@@ -36,6 +38,7 @@ def main(argv):
     print("%-16s %6s %9s %9s" % ("build step", "count", "mean s", "total s"))
     for kind, xs in sorted(seconds.items()):
         print("%-16s %6d %9.1f %9.1f" % (kind, len(xs), sum(xs) / len(xs), sum(xs)))
+    root = roots[0]
     for gch in glob.glob(os.path.join(root, ".kbrl-pch", "*", "*.gch")):
         header = gch[: -len(".gch")]
         print("precompiled torch/extension.h: %.1f s to make (%s)" % (

@@ -243,28 +243,60 @@ def _torch_pch_for(cflags, post_cflags):
     return header
 
 
+def _host_compiler_wrapped(cuda_cflags):
+    """cuda_cflags with nvcc's host compiler (-ccbin, else the gcc nvcc would run) replaced by
+    the wrapper that compiles the host half of .cu sources with a precompiled header
+    (host_pch.py), or None when there is nowhere to keep that header."""
+    import shutil
+    from .host_pch import wrapper_path
+    ext_dir = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if not ext_dir:
+        return None
+    flags = list(cuda_cflags or [])
+    at = [i for i, f in enumerate(flags) if f in ("-ccbin", "--compiler-bindir")]
+    if len(at) > 1 or any(f.startswith(("-ccbin=", "--compiler-bindir=")) for f in flags):
+        return None
+    if at and at[0] + 1 >= len(flags):
+        return None
+    real = flags[at[0] + 1] if at else shutil.which("gcc")
+    if not real or os.path.isdir(real):
+        return None  # a folder of compilers: nvcc picks one by name, which the wrapper cannot
+    cache = os.path.join(os.path.dirname(os.path.abspath(ext_dir)), ".kbrl-host-pch")
+    wrapper = wrapper_path(os.path.abspath(shutil.which(real) or real), cache)
+    if at:
+        flags[at[0] + 1] = wrapper
+    else:
+        flags = ["-ccbin", wrapper] + flags
+    return flags
+
+
 def install_torch_pch(cpp_extension):
     """Makes torch's ninja files compile C++ sources with the precompiled torch/extension.h
-    (see _torch_pch_for). CUDA sources are untouched: nvcc has no precompiled headers."""
+    (see _torch_pch_for), and the host half of CUDA sources through nvcc's host compiler
+    wrapped with a precompiled header of their own (host_pch.py)."""
     original = getattr(cpp_extension, "_write_ninja_file", None)
     if original is None or getattr(original, "_kbrl_pch", False) or os.name != "posix":
         return
+    import functools
     import inspect
     signature = inspect.signature(original)
 
+    @functools.wraps(original)  # so a wrapper around this one can bind torch's arguments
     def write_ninja_file(*args, **kwargs):
         try:
             bound = signature.bind(*args, **kwargs)
             header = _torch_pch_for(bound.arguments.get("cflags"),
                                     bound.arguments.get("post_cflags"))
+            if header is not None:
+                bound.arguments["cflags"] = list(bound.arguments.get("cflags") or []) + [
+                    "-include", header]
+            if bound.arguments.get("with_cuda") and "cuda_cflags" in bound.arguments:
+                wrapped = _host_compiler_wrapped(bound.arguments.get("cuda_cflags"))
+                if wrapped is not None:
+                    bound.arguments["cuda_cflags"] = wrapped
         except BaseException:  # noqa: BLE001 - a missing speed-up is not an error
-            header = None
-        if header is not None:
-            bound.arguments["cflags"] = list(bound.arguments.get("cflags") or []) + [
-                "-include", header]
-            return original(*bound.args, **bound.kwargs)
-        return original(*args, **kwargs)
+            return original(*args, **kwargs)
+        return original(*bound.args, **bound.kwargs)
 
     write_ninja_file._kbrl_pch = True
     cpp_extension._write_ninja_file = write_ninja_file
-

@@ -135,6 +135,8 @@ def child_main(sock_fd, cuda, no_pch, full_cuda_header):
             install_light_cuda_header(cpp_extension, log=lambda m: print(
                 "kbrl candidate build: " + m, file=sys.stderr, flush=True))
         install_library_reuse(cpp_extension)  # outside the light header's fallback: reuse first
+        from .nvcc_driver import install_parallel_nvcc
+        install_parallel_nvcc(cpp_extension)
         if not no_pch:
             install_torch_pch(cpp_extension)
         ch = Channel(socket.socket(fileno=sock_fd))

@@ -1,0 +1,201 @@
+"""A precompiled header for the host half of nvcc's builds: nvcc's host compiler, wrapped.
+
+nvcc compiles a .cu file's host side in three passes over the whole translation unit: the
+preprocessor, cudafe++ (which writes X.cudafe1.cpp: the unit regenerated as C++, with device
+code stubbed out) and the host compiler on X.cudafe1.cpp. With torch's headers that last pass
+parses some 370k lines, most of them the headers. cudafe1.cpp regenerates the headers' part
+the same way for every source that includes the same headers first, with one exception: the
+unit's module id (a hash nvcc makes per source) names the anonymous namespaces in it. So the
+host compile can be split where the source's own code starts (the first line marker that
+names the main file): the part before it, with the module id replaced by a fixed name
+everywhere in the file, is compiled once into a GCC precompiled header and shared by every
+source with the same headers and flags; each source then compiles its own part with
+`-include` of that header.
+
+This file is the wrapper: nvcc is given `-ccbin WRAPPER` (write_wrapper, called from
+extension_builds.install_torch_pch), and the wrapper runs the real compiler as it was asked,
+except for the compile of a cudafe1.cpp, which goes through the precompiled header. Anything
+unexpected (the file's shape, the header not compiling, the split compile failing) falls back
+to the real compiler on the original file, so a build's outcome and its error messages are
+those of nvcc without the wrapper. What the split changes in the object file is the name of
+the anonymous namespaces (hidden symbols, local to the candidate's library); the code is
+GCC's for the same text. KBRL_EVAL_NO_PCH=1 turns it off with the other precompiled header.
+
+    python3 host_pch.py REAL_COMPILER CACHE_DIR [compiler arguments...]"""
+
+import hashlib
+import os
+import re
+import subprocess
+import sys
+
+FIXED_MODULE_ID = "_kbrl_host_pch"
+PREFIX_HEADER = "prefix.h"
+MIN_PREFIX_LINES = 20000  # below this the header part is not worth a precompiled header
+PCH_TIMEOUT_S = 600
+
+_ANON_DEFINE = re.compile(r"^#define _NV_ANON_NAMESPACE _GLOBAL__N_(_\w+)$", re.M)
+_MAIN_MARKER = re.compile(r'^# 1 "([^"\n]+)"\n')
+
+
+def wrapper_path(real_compiler, cache_dir):
+    """The wrapper script for real_compiler, written once into cache_dir/bin-<hash>/ under the
+    real compiler's own name (nvcc tells compiler families apart by name)."""
+    key = hashlib.sha256(("%s\0%s" % (real_compiler, sys.executable)).encode()).hexdigest()[:12]
+    folder = os.path.join(cache_dir, "bin-" + key)
+    path = os.path.join(folder, os.path.basename(real_compiler))
+    script = "#!/bin/sh\nexec %s %s %s %s \"$@\"\n" % tuple(
+        _sh_quote(x) for x in (sys.executable, os.path.abspath(__file__), real_compiler,
+                               cache_dir))
+    try:
+        with open(path) as f:
+            if f.read() == script:
+                return path
+    except OSError:
+        pass
+    os.makedirs(folder, exist_ok=True)
+    tmp = "%s.%d.tmp" % (path, os.getpid())
+    with open(tmp, "w") as f:
+        f.write(script)
+    os.chmod(tmp, 0o755)
+    os.replace(tmp, path)
+    return path
+
+
+def _sh_quote(s):
+    return "'" + s.replace("'", "'\"'\"'") + "'"
+
+
+def split_unit(text):
+    """(prefix, rest) of a cudafe1.cpp text, or None when it has no usable split.
+
+    prefix: the lines before the main file's own code, from the second line on (the first
+    names the main file). rest: that first line, then the main file's code to the end. In
+    both, the module id is replaced by FIXED_MODULE_ID."""
+    first = _MAIN_MARKER.match(text)
+    ids = set(_ANON_DEFINE.findall(text))
+    if first is None or len(ids) != 1:
+        return None
+    text = text.replace(ids.pop(), FIXED_MODULE_ID)
+    own_code = re.compile(r'^# \d+ "%s"' % re.escape(first.group(1)), re.M)
+    cut = own_code.search(text, first.end())
+    if cut is None:
+        return None
+    prefix = text[first.end():cut.start()]
+    if prefix.count("\n") < MIN_PREFIX_LINES:
+        return None
+    return prefix, first.group(0) + text[cut.start():]
+
+
+def parse_compile(args):
+    """(flags, source, output) when args compile one cudafe1.cpp file as C++ (-c -x c++ SRC
+    -o OUT), else None. flags: the other arguments in order, without -c, -o and -x."""
+    if args.count("-c") != 1 or args.count("-o") != 1 or args.count("-x") != 1:
+        return None
+    out, lang = args.index("-o"), args.index("-x")
+    if out + 1 >= len(args) or lang + 1 >= len(args) or args[lang + 1] != "c++":
+        return None
+    sources = [i for i, a in enumerate(args) if a.endswith(".cudafe1.cpp")]
+    if len(sources) != 1 or sources[0] in (out + 1, lang + 1) or sources[0] < lang:
+        return None
+    skip = {sources[0], out, out + 1, lang, lang + 1, args.index("-c")}
+    flags = [a for i, a in enumerate(args) if i not in skip]
+    if any(f in ("-include", "-imacros") or f.startswith("-include=") for f in flags):
+        return None  # a forced include ahead of ours: leave it to the compiler
+    return flags, args[sources[0]], args[out + 1]
+
+
+def precompiled_prefix(real, flags, prefix, cache_dir):
+    """The path of PREFIX_HEADER for this prefix and flags, with its .gch beside it, or None
+    when it cannot be made. One process makes it; the others wait for it and reuse it."""
+    import fcntl
+    key = hashlib.sha256()
+    for part in [real] + flags:
+        key.update(part.encode("utf-8", "surrogateescape") + b"\0")
+    key.update(prefix.encode("utf-8", "surrogateescape"))
+    folder = os.path.join(cache_dir, key.hexdigest()[:24])
+    header = os.path.join(folder, PREFIX_HEADER)
+    gch, failed = header + ".gch", os.path.join(folder, "failed")
+    if os.path.exists(gch):
+        return header
+    if os.path.exists(failed):
+        return None
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if os.path.exists(gch):
+            return header
+        if os.path.exists(failed):
+            return None
+        with open(header, "w", errors="surrogateescape") as f:
+            f.write(prefix)
+        tmp = "%s.%d.tmp" % (gch, os.getpid())
+        cmd = [real] + flags + ["-x", "c++-header", header, "-o", tmp]
+        try:
+            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  timeout=PCH_TIMEOUT_S)
+            ok, log = proc.returncode == 0, proc.stdout.decode(errors="replace")
+        except (OSError, subprocess.SubprocessError) as e:
+            ok, log = False, str(e)
+        if not ok:
+            with open(failed, "w") as f:
+                f.write(" ".join(cmd) + "\n" + log[-4000:])
+            return None
+        os.replace(tmp, gch)
+    return header
+
+
+def compile_with_prefix(real, args, cache_dir):
+    """Compiles a cudafe1.cpp through the precompiled prefix; True when that worked (the
+    output is written), False when the caller should run the compiler as asked."""
+    parsed = parse_compile(args)
+    if parsed is None:
+        return False
+    flags, source, output = parsed
+    try:
+        with open(source, errors="surrogateescape") as f:
+            split = split_unit(f.read())
+        if split is None:
+            return False
+        prefix, rest = split
+        header = precompiled_prefix(real, flags, prefix, cache_dir)
+        if header is None:
+            return False
+        # under the original's own name (GCC names the unit's static-initializer symbol
+        # after it), in a folder beside it; -iquote finds the stub file that the original
+        # includes from its own folder
+        folder = os.path.abspath(source) + ".kbrl-host-pch"
+        os.makedirs(folder, exist_ok=True)
+        rest_path = os.path.join(folder, os.path.basename(source))
+        with open(rest_path, "w", errors="surrogateescape") as f:
+            f.write(rest)
+    except OSError:
+        return False
+    cmd = [real] + flags + ["-iquote", os.path.dirname(os.path.abspath(source)),
+                            "-include", header, "-c", "-x", "c++", rest_path, "-o", output]
+    try:
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    finally:
+        import shutil
+        shutil.rmtree(folder, ignore_errors=True)  # nvcc removes its own temporaries only
+    if proc.returncode != 0:
+        return False  # the compile as asked gives the errors, against the original file
+    sys.stdout.buffer.write(proc.stdout)
+    sys.stderr.buffer.write(proc.stderr)
+    return True
+
+
+def main(argv):
+    real, cache_dir, args = argv[1], argv[2], argv[3:]
+    if os.environ.get("KBRL_EVAL_NO_PCH", "") in ("", "0"):
+        try:
+            if compile_with_prefix(real, args, cache_dir):
+                return 0
+        except Exception:  # noqa: BLE001 - the speed-up is optional; the build is not
+            pass
+    os.execv(real, [real] + args)
+    return 127
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -213,7 +213,7 @@ def main():
         save(args.out, report)
     built = {m: {r["candidate"] for r in report[m]["builds"] if r["ok"]} for m in dirs}
     attempted = {m: {r["candidate"] for r in report[m]["builds"]} for m in dirs}
-    first = modes[0]
+    first = modes[0] if modes else None
     report["build_outcome_differs"], report["sass"] = {}, {}
     both = {}
     for other in modes[1:]:

@@ -53,6 +53,18 @@ class SplitTest(unittest.TestCase):
             MODULE_ID, "_99999999_7_cuda_cu_00000000"))[0]
         self.assertEqual(a, b)
 
+    def test_the_build_folders_of_two_sources_do_not_part_their_prefixes(self):
+        # each load_inline build has its own folder, and kbrl's light header is written there
+        def in_folder(folder, code):
+            text = unit(5, code).replace('# 1 "cuda.cu"', '# 1 "%s/cuda.cu"' % folder)
+            text = text.replace("int h2;\n", '# 1 "%s/kbrl_torch_light.h"\nint h2;\n' % folder)
+            return text.replace('# 3 "cuda.cu"', '# 3 "%s/cuda.cu"' % folder)
+        a = host_pch.split_unit(in_folder("/ext/kb_a", "int f();\n"))
+        b = host_pch.split_unit(in_folder("/ext/kb_b", "int g();\n"))
+        self.assertEqual(a[0], b[0])
+        self.assertIn('# 1 "kbrl-source-folder/kbrl_torch_light.h"', a[0])
+        self.assertTrue(a[1].startswith('# 1 "/ext/kb_a/cuda.cu"\n# 3 "/ext/kb_a/cuda.cu"'))
+
     def test_no_split_without_the_define_without_own_code_or_with_a_short_prefix(self):
         self.assertIsNone(host_pch.split_unit(unit(5, "int f();\n", anon=False)))
         self.assertIsNone(host_pch.split_unit(unit(5, "").replace('# 3 "cuda.cu"\n', "")))
@@ -120,8 +132,11 @@ def torch_include_dirs():
         return []
 
 
+# a header beside the source, in the build's own folder, as kbrl's light header is
+LOCAL_HEADER = "#pragma once\n#include <torch/types.h>\n"
+
 KERNEL = r"""
-#include <torch/types.h>
+#include "local.h"
 #include <cuda_runtime.h>
 namespace {
 __global__ void scale_kernel(const float* x, float* y, float s, int64_t n) {
@@ -157,7 +172,12 @@ def machine_code(obj):
                      "needs nvcc at /usr/local/cuda, gcc, objdump and torch's C++ headers")
 class NvccTest(unittest.TestCase):
     def compile(self, d, name, text, ccbin):
-        src = os.path.join(d, name + ".cu")
+        """Compiles text in a folder of its own (d/name), the local header beside it."""
+        folder = os.path.join(d, name)
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "local.h"), "w") as f:
+            f.write(LOCAL_HEADER)
+        src = os.path.join(folder, "cuda.cu")
         with open(src, "w") as f:
             f.write(text)
         out = os.path.join(d, name + ("-pch" if "bin-" in ccbin else "") + ".o")
@@ -181,7 +201,7 @@ class NvccTest(unittest.TestCase):
             headers = [r for r, _, fs in os.walk(cache) if "prefix.h.gch" in fs]
             self.assertEqual(len(headers), 1, "the first build makes the precompiled header")
             self.assertEqual(machine_code(plain), machine_code(wrapped))
-            # another source with the same headers: same header, no new one
+            # another source with the same headers, in another folder: same header
             other = KERNEL.replace("x[i] * s", "x[i] * s + 1.0f")
             self.compile(d, "b", other, wrapper)
             self.assertEqual([r for r, _, fs in os.walk(cache) if "prefix.h" in fs], headers)

@@ -70,8 +70,9 @@ def split_unit(text):
     """(prefix, rest) of a cudafe1.cpp text, or None when it has no usable split.
 
     prefix: the lines before the main file's own code, from the second line on (the first
-    names the main file). rest: that first line, then the main file's code to the end. In
-    both, the module id is replaced by FIXED_MODULE_ID."""
+    names the main file), the main file's folder in its line markers given a fixed name.
+    rest: that first line, then the main file's code to the end. In both, the module id is
+    replaced by FIXED_MODULE_ID."""
     first = _MAIN_MARKER.match(text)
     ids = set(_ANON_DEFINE.findall(text))
     if first is None or len(ids) != 1:
@@ -84,7 +85,21 @@ def split_unit(text):
     prefix = text[first.end():cut.start()]
     if prefix.count("\n") < MIN_PREFIX_LINES:
         return None
-    return prefix, first.group(0) + text[cut.start():]
+    return _shared_paths(prefix, first.group(1)), first.group(0) + text[cut.start():]
+
+
+def _shared_paths(prefix, main_file):
+    """The prefix with the main file's folder in its line markers replaced by a fixed name.
+
+    A load_inline build writes its sources into a folder of its own, and kbrl's light header
+    beside them (light_cuda_header.py), so the markers of that header name a different folder
+    in every build. Line markers only tell diagnostics where a line came from (the unit is
+    already preprocessed: __FILE__ is expanded), so one name serves every build."""
+    folder = os.path.dirname(main_file)
+    if not folder:
+        return prefix
+    marker = re.compile(r'^(# \d+ ")%s/' % re.escape(folder), re.M)
+    return marker.sub(lambda m: m.group(1) + "kbrl-source-folder/", prefix)
 
 
 def parse_compile(args):

@@ -88,6 +88,12 @@ class PlanTest(unittest.TestCase):
             self.assertNotEqual(nvcc_driver.module_id(a, []), nvcc_driver.module_id(b, []))
             self.assertNotEqual(nvcc_driver.module_id(a, []), nvcc_driver.module_id(a, ["-O0"]))
 
+    def test_the_sides_run_at_once_only_with_a_core_to_spare(self):
+        self.assertTrue(nvcc_driver.side_by_side(0.2, 16))
+        self.assertTrue(nvcc_driver.side_by_side(15.0, 16))
+        self.assertFalse(nvcc_driver.side_by_side(15.5, 16))
+        self.assertFalse(nvcc_driver.side_by_side(1.0, 1))
+
     def test_calls_that_are_not_one_compile_are_left_to_nvcc(self):
         for args in (["--version"], ["-c", "a.cu", "-o", "a.o", "-keep"],
                      ["-c", "a.cu", "b.cu"], ["a.cu", "-o", "a"], ["-c", "a.cu", "-o", "a.o", "-MMD"]):
@@ -126,10 +132,12 @@ class DriverTest(unittest.TestCase):
     def tearDown(self):
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def driver(self, args, **kwargs):
+    def driver(self, args, at_once=True):
+        """The driver as a subprocess: its two sides at once, or as the load decides."""
+        env = dict(os.environ, KBRL_EVAL_SERIAL_NVCC="",
+                   KBRL_EVAL_SIDE_BY_SIDE="1" if at_once else "")
         return subprocess.run([sys.executable, nvcc_driver.__file__, NVCC] + args,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              env=dict(os.environ, KBRL_EVAL_SERIAL_NVCC=""), **kwargs)
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
 
     def test_the_objects_hold_nvccs_machine_code_and_the_dependencies_are_written(self):
         plain, side = os.path.join(self.dir, "plain.o"), os.path.join(self.dir, "side.o")
@@ -151,11 +159,12 @@ class DriverTest(unittest.TestCase):
         out = os.path.join(self.dir, "x.o")
         plain = subprocess.run([NVCC] + FLAGS + ["-c", self.src, "-o", out],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        side = self.driver(FLAGS + ["-c", self.src, "-o", out])
         self.assertNotEqual(plain.returncode, 0)
-        self.assertNotEqual(side.returncode, 0)
-        self.assertIn(b"undefined_name", side.stdout)
-        self.assertEqual(side.stdout, plain.stdout)
+        self.assertIn(b"undefined_name", plain.stdout)
+        for at_once in (True, False):
+            side = self.driver(FLAGS + ["-c", self.src, "-o", out], at_once)
+            self.assertNotEqual(side.returncode, 0)
+            self.assertEqual(side.stdout, plain.stdout)
 
 
 if __name__ == "__main__":

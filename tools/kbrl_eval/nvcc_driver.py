@@ -11,7 +11,10 @@ commands. A build's output is replayed in nvcc's order and stops where nvcc woul
 its warnings and errors read as nvcc's do. Whatever it does not recognise (other options, a
 plan of another shape) it leaves to nvcc itself.
 
-install_parallel_nvcc puts it into torch's builds; KBRL_EVAL_SERIAL_NVCC=1 runs nvcc itself.
+It does so when the machine has a core to spare (side_by_side); on a busy builder it runs the
+same plan one step after the other (KBRL_EVAL_SIDE_BY_SIDE=1: at once whatever the load, for
+tests and measurements). install_parallel_nvcc puts it into torch's builds;
+KBRL_EVAL_SERIAL_NVCC=1 runs nvcc itself.
 The module id differs from nvcc's own (nvcc's depends on the file's path, so a build in
 another folder differs in the same way); it is made from the source's path and contents and
 the arguments, so two sources never share one.
@@ -124,6 +127,14 @@ def _replay(proc_output):
     sys.stderr.flush()
 
 
+def side_by_side(load, cpus):
+    """Whether to run the two sides at once: when the machine has a core to spare (the last
+    minute's load average leaves one of the cpus this process may use idle). On a builder
+    that already runs a build per core the second side would only take a core from another
+    build: the two sides together do no less work than one after the other."""
+    return load + 1 <= cpus
+
+
 def run(real_nvcc, args):
     """The build as nvcc would do it, its two sides side by side; the exit status."""
     sources = [a for a in args if a.endswith(".cu")]
@@ -155,6 +166,12 @@ def run(real_nvcc, args):
             plan.host[0] += " -MD -MF %s -MT %s" % (shlex.quote(depfile), shlex.quote(out))
         with open(plan.module_id_file, "w") as f:
             f.write(module_id(sources[0], args))
+        forced = os.environ.get("KBRL_EVAL_SIDE_BY_SIDE", "") not in ("", "0")
+        if not forced and not side_by_side(os.getloadavg()[0], len(os.sched_getaffinity(0))):
+            # one after the other, as nvcc would, but still with the plan's module id
+            proc = subprocess.run(["bash", "-c", _script(plan.env, plan.host + plan.device
+                                                         + plan.after)])
+            return proc.returncode
         host = _start(plan.env, plan.host)
         device = _start(plan.env, plan.device)
         host_output = host.communicate()

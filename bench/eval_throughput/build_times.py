@@ -198,11 +198,13 @@ def main():
     dirs = {m: os.path.join(scratch, m) for m in modes}
     # the precompiled headers (torch/extension.h for main.cpp, the host half's for kbrl) made
     # before anything is timed, as on a builder that has built before
+    # (the host half's header is made by the second build of a prefix: two warm-ups for kbrl)
     for mode in sorted(set(modes + lone_modes) & {"kbrl", "full"}):
-        warm = build(next(iter(paths.values())), mode, os.path.join(scratch, "warm-up-" + mode),
-                     logs)
-        print("warm-up build, %s (makes the precompiled headers): %.1f s"
-              % (mode, warm["process_wall"]), flush=True)
+        for n in range(2 if mode == "kbrl" else 1):
+            warm = build(next(iter(paths.values())), mode,
+                         os.path.join(scratch, "warm-up-%s-%d" % (mode, n)), logs)
+            print("warm-up build, %s (makes the precompiled headers): %.1f s"
+                  % (mode, warm["process_wall"]), flush=True)
     for mode in modes:
         t0 = time.monotonic()
         rows = build_all(list(paths.values()), mode, dirs[mode], logs, args.jobs, deadline)

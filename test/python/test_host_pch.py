@@ -112,6 +112,9 @@ class FallbackTest(unittest.TestCase):
                     f.write(text)
                 cache = os.path.join(d, "cache")
                 args = ["-c", "-x", "c++", "-O2", src, "-o", os.path.join(d, "x.o")]
+                # the first sighting only marks the prefix seen; the second tries the header
+                self.assertFalse(host_pch.compile_with_prefix("gcc", args, cache))
+                self.assertEqual([r for r, _, fs in os.walk(cache) if "failed" in fs], [])
                 self.assertFalse(host_pch.compile_with_prefix("gcc", args, cache))
                 failed = [r for r, _, fs in os.walk(cache) if "failed" in fs]
                 self.assertEqual(len(failed), 1)
@@ -197,9 +200,12 @@ class NvccTest(unittest.TestCase):
             gcc = shutil.which("gcc")
             wrapper = host_pch.wrapper_path(gcc, cache)
             plain = self.compile(d, "a", KERNEL, gcc)
-            wrapped = self.compile(d, "a", KERNEL, wrapper)
+            self.compile(d, "a", KERNEL, wrapper)
+            self.assertEqual([r for r, _, fs in os.walk(cache) if "prefix.h.gch" in fs], [],
+                             "a prefix seen once gets no header")
+            wrapped = self.compile(d, "a2", KERNEL, wrapper)
             headers = [r for r, _, fs in os.walk(cache) if "prefix.h.gch" in fs]
-            self.assertEqual(len(headers), 1, "the first build makes the precompiled header")
+            self.assertEqual(len(headers), 1, "the second build makes the precompiled header")
             self.assertEqual(machine_code(plain), machine_code(wrapped))
             # another source with the same headers, in another folder: same header
             other = KERNEL.replace("x[i] * s", "x[i] * s + 1.0f")

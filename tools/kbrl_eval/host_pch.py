@@ -5,12 +5,14 @@ preprocessor, cudafe++ (which writes X.cudafe1.cpp: the unit regenerated as C++,
 code stubbed out) and the host compiler on X.cudafe1.cpp. With torch's headers that last pass
 parses some 370k lines, most of them the headers. cudafe1.cpp regenerates the headers' part
 the same way for every source that includes the same headers first, with one exception: the
-unit's module id (a hash nvcc makes per source) names the anonymous namespaces in it. So the
-host compile can be split where the source's own code starts (the first line marker that
+unit's module id (a hash nvcc makes per source) names the anonymous namespaces in it, and the
+line markers of a header in the build's own folder (kbrl's light header) name that folder. So
+the host compile can be split where the source's own code starts (the first line marker that
 names the main file): the part before it, with the module id replaced by a fixed name
-everywhere in the file, is compiled once into a GCC precompiled header and shared by every
-source with the same headers and flags; each source then compiles its own part with
-`-include` of that header.
+everywhere in the file and the folder in its line markers by another, is compiled once into a
+GCC precompiled header and shared by every source with the same headers and flags (from the
+second source that has them on; at most MAX_HEADERS); each source then compiles its own part
+with `-include` of that header.
 
 This file is the wrapper: nvcc is given `-ccbin WRAPPER` (write_wrapper, called from
 extension_builds.install_torch_pch), and the wrapper runs the real compiler as it was asked,
@@ -23,9 +25,11 @@ GCC's for the same text. KBRL_EVAL_NO_PCH=1 turns it off with the other precompi
 
     python3 host_pch.py REAL_COMPILER CACHE_DIR [compiler arguments...]"""
 
+import fcntl
 import hashlib
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -33,6 +37,9 @@ FIXED_MODULE_ID = "_kbrl_host_pch"
 PREFIX_HEADER = "prefix.h"
 MIN_PREFIX_LINES = 20000  # below this the header part is not worth a precompiled header
 PCH_TIMEOUT_S = 600
+# A header is some 330 MB and costs more than the compile it replaces, so it is made for a
+# prefix seen before (a second source with the same headers), and at most MAX_HEADERS of them.
+MAX_HEADERS = 12
 
 _ANON_DEFINE = re.compile(r"^#define _NV_ANON_NAMESPACE _GLOBAL__N_(_\w+)$", re.M)
 _MAIN_MARKER = re.compile(r'^# 1 "([^"\n]+)"\n')
@@ -122,8 +129,9 @@ def parse_compile(args):
 
 def precompiled_prefix(real, flags, prefix, cache_dir):
     """The path of PREFIX_HEADER for this prefix and flags, with its .gch beside it, or None
-    when it cannot be made. One process makes it; the others wait for it and reuse it."""
-    import fcntl
+    when there is none to use: the prefix is seen for the first time (it is marked seen), the
+    cache already holds MAX_HEADERS, or making it failed. One process makes it; the others
+    wait for it and reuse it."""
     key = hashlib.sha256()
     for part in [real] + flags:
         key.update(part.encode("utf-8", "surrogateescape") + b"\0")
@@ -135,7 +143,15 @@ def precompiled_prefix(real, flags, prefix, cache_dir):
         return header
     if os.path.exists(failed):
         return None
-    os.makedirs(folder, exist_ok=True)
+    seen = os.path.join(folder, "seen")
+    if not os.path.exists(seen):
+        os.makedirs(folder, exist_ok=True)
+        open(seen, "w").close()
+        return None
+    made = [f for f in os.listdir(cache_dir)
+            if os.path.exists(os.path.join(cache_dir, f, PREFIX_HEADER + ".gch"))]
+    if len(made) >= MAX_HEADERS:
+        return None
     with open(os.path.join(folder, "lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if os.path.exists(gch):
@@ -191,7 +207,6 @@ def compile_with_prefix(real, args, cache_dir):
     try:
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     finally:
-        import shutil
         shutil.rmtree(folder, ignore_errors=True)  # nvcc removes its own temporaries only
     if proc.returncode != 0:
         return False  # the compile as asked gives the errors, against the original file

@@ -96,7 +96,8 @@ class PlanTest(unittest.TestCase):
 
     def test_calls_that_are_not_one_compile_are_left_to_nvcc(self):
         for args in (["--version"], ["-c", "a.cu", "-o", "a.o", "-keep"],
-                     ["-c", "a.cu", "b.cu"], ["a.cu", "-o", "a"], ["-c", "a.cu", "-o", "a.o", "-MMD"]):
+                     ["-c", "a.cu", "b.cu"], ["a.cu", "-o", "a"], ["-c", "a.cu", "-o", "a.o", "-MMD"],
+                     ["-rdc=true", "-c", "a.cu", "-o", "a.o"]):
             self.assertIsNone(nvcc_driver.run(NVCC, args), args)
 
 

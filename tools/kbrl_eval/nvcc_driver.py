@@ -138,7 +138,8 @@ def side_by_side(load, cpus):
 def run(real_nvcc, args):
     """The build as nvcc would do it, its two sides side by side; the exit status."""
     sources = [a for a in args if a.endswith(".cu")]
-    if len(sources) != 1 or "-c" not in args or any(a in _LEFT_TO_NVCC for a in args):
+    if len(sources) != 1 or "-c" not in args or any(a.split("=")[0] in _LEFT_TO_NVCC
+                                                     for a in args):
         return None
     depfile = None
     if "-MD" in args or "-MF" in args:

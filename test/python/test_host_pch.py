@@ -7,7 +7,6 @@ machine code as without it and that a second source with the same headers reuses
     python3 -m unittest discover -s test/python      (CTest: eval_worker_units)"""
 
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -17,6 +16,9 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools"))
 
 from kbrl_eval import host_pch  # noqa: E402
+# the tests beside this one (unittest discover puts their folder on the path)
+from test_light_cuda_header import torch_include_dirs  # noqa: E402
+from test_nvcc_driver import host_code as machine_code  # noqa: E402
 
 MODULE_ID = "_1a2b3c4d_7_cuda_cu_5e6f7a8b"
 
@@ -127,14 +129,6 @@ class FallbackTest(unittest.TestCase):
             host_pch.MIN_PREFIX_LINES = saved
 
 
-def torch_include_dirs():
-    try:
-        import torch.utils.cpp_extension as cpp_extension
-        return [p for p in cpp_extension.include_paths() if os.path.isdir(p)]
-    except Exception:  # noqa: BLE001
-        return []
-
-
 # a header beside the source, in the build's own folder, as kbrl's light header is
 LOCAL_HEADER = "#pragma once\n#include <torch/types.h>\n"
 
@@ -156,18 +150,6 @@ torch::Tensor scale(torch::Tensor x, double s) {
     return y;
 }
 """
-
-
-def machine_code(obj):
-    """The object's disassembly, with the names that differ from one nvcc run to the next
-    taken out: the anonymous namespace's (nvcc's module id, or the wrapper's fixed name) and
-    the static initializer's (named after nvcc's temporary file)."""
-    dis = subprocess.run(["objdump", "-d", "--no-show-raw-insn", obj], stdout=subprocess.PIPE,
-                         check=True).stdout.decode()
-    dis = "\n".join(dis.splitlines()[2:])  # the first lines name the file
-    dis = re.sub(r"\d+_GLOBAL__N_(_kbrl_host_pch|_[0-9a-f]{8}_\d+_\w+?_cu_[0-9a-f]{8})",
-                 "ANON", dis)
-    return re.sub(r"_GLOBAL__sub_I_[\w.-]+?cudafe1\.cpp", "SUB_I", dis)
 
 
 @unittest.skipUnless(os.path.exists("/usr/local/cuda/bin/nvcc") and torch_include_dirs()

@@ -102,7 +102,9 @@ class PlanTest(unittest.TestCase):
 
 
 def host_code(obj):
-    """The host disassembly, without the file's name and the anonymous namespace's name."""
+    """The host disassembly, with the names that differ from one nvcc run to the next taken
+    out: the file's, the anonymous namespace's (nvcc's module id, or host_pch's fixed name) and
+    the static initializer's (named after nvcc's temporary file)."""
     dis = subprocess.run(["objdump", "-d", "--no-show-raw-insn", obj], stdout=subprocess.PIPE,
                          check=True).stdout.decode()
     dis = "\n".join(dis.splitlines()[2:])

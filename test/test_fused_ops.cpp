@@ -16,6 +16,7 @@
 
 #include "model_fixture.hpp"
 #include "runtime/model/attention.hpp"
+#include "runtime/model/decode_linear.hpp"
 #include "runtime/model/fused_ops.hpp"
 #include "runtime/model/kv_cache.hpp"
 #include "runtime/model/logprob_gradient.hpp"
@@ -217,6 +218,11 @@ BOOST_AUTO_TEST_CASE(on_the_cpu_every_op_is_the_composition) {
   }
   BOOST_CHECK_THROW(rope_qkv(randn({2, 3, 50}, 11, o), l, rot, {}, {}, 1e-6, pos, {}, {}),
                     c10::Error);
+
+  const auto lw = randn({6, 8}, 12, o), lb = randn({6}, 13, o), lx = randn({1, 1, 8}, 14, o);
+  check_equal(decode_linear(lx, lw, lb), at::linear(lx, lw, lb), "decode_linear");
+  const auto lgu = randn({1, 1, 16}, 15, o);
+  check_equal(swiglu_linear(lgu, lw, {}), at::linear(swiglu(lgu), lw), "swiglu_linear");
 }
 
 BOOST_AUTO_TEST_CASE(fused_rows_are_views_and_projections_equal_the_layers) {
@@ -359,6 +365,54 @@ BOOST_AUTO_TEST_CASE(swiglu_kernel_matches_the_composition) {
                        p.rel, "sliced input");
       }
     }
+}
+
+BOOST_AUTO_TEST_CASE(decode_linear_kernel_matches_the_operations) {
+  if (skip_without_cuda("decode_linear_kernel_matches_the_operations"))
+    return;
+  struct shape {
+    int64_t in, out;
+    bool bias;
+  };
+  // Qwen2-1.5B's q|k|v (bias), o_proj, gate|up and down; a short row (one chunk a thread) with
+  // a last block past out_features.
+  const std::vector<shape> shapes{
+    {1536, 2048, true}, {1536, 1536, false}, {1536, 17920, false}, {8960, 1536, false},
+    {64, 13, true}};
+  for (const auto& p : kernel_precisions) {
+    if (p.dtype == at::kFloat)
+      continue; // cuBLAS keeps float32
+    const auto o = at::TensorOptions(at::kCUDA).dtype(p.dtype);
+    for (const auto& sh : shapes)
+      for (int64_t tokens : {1, 2}) { // 2: past the kernel's one token, the operations
+        BOOST_TEST_CONTEXT(c10::toString(p.dtype) << " in " << sh.in << " out " << sh.out
+                                                  << " tokens " << tokens) {
+          const auto w = randn({sh.out, sh.in}, sh.out, o) * 0.05;
+          const auto b = sh.bias ? randn({sh.out}, sh.out + 1, o) : at::Tensor{};
+          const auto b32 = b.defined() ? b.to(at::kFloat) : at::Tensor{};
+          const auto w32 = w.to(at::kFloat);
+          // float32 sums of the same values, rounded once: the kernel differs in their order
+          auto want = [&](const at::Tensor& row) {
+            return at::linear(row.to(at::kFloat), w32, b32).to(p.dtype);
+          };
+          auto check = [&](const at::Tensor& got, const at::Tensor& row, const char* what) {
+            BOOST_TEST_CONTEXT(what) {
+              check_relative(got, want(row), p.rel, "against float32 sums");
+              if (tokens > 1)
+                check_equal(got, at::linear(row, w, b), "past one token: at::linear itself");
+            }
+          };
+          const auto x = randn({tokens, 1, sh.in}, sh.in + tokens, o) * 2;
+          check(decode_linear(x, w, b), x, "plain");
+          const auto gate_up = randn({tokens, 1, 2 * sh.in}, sh.in + 7, o) * 2;
+          check(swiglu_linear(gate_up, w, b), swiglu(gate_up), "swiglu");
+        }
+      }
+    // A view whose row is not 16-byte aligned goes to at::linear.
+    const auto wide = randn({1, 1, 1537}, 1, o), w = randn({64, 1536}, 2, o);
+    const auto x = wide.narrow(-1, 1, 1536);
+    check_equal(decode_linear(x, w, {}), at::linear(x, w), "misaligned input");
+  }
 }
 
 BOOST_AUTO_TEST_CASE(rope_qkv_kernel_matches_the_composition) {

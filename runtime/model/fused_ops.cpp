@@ -1,6 +1,7 @@
 #include "runtime/model/fused_ops.hpp"
 
 #include "runtime/model/attention.hpp"
+#include "runtime/model/decode_linear.hpp"
 
 #include <ATen/ATen.h>
 
@@ -388,7 +389,7 @@ at::Tensor fused_projection(const at::Tensor& x, const at::Tensor& weight, const
       outs.push_back(p->forward(x));
     return at::cat(outs, -1);
   }
-  auto y = at::linear(x, weight, bias);
+  auto y = decode_linear(x, weight, bias);
   int64_t column = 0;
   for (const auto* p : parts) {
     const int64_t n = p->weight.size(0);

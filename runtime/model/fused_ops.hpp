@@ -122,7 +122,7 @@ at::Tensor fuse_rows(const std::vector<at::Tensor*>& parts);
 
 /// The outputs of linear layers that read the same `x`, side by side along the last dimension
 /// ([..., sum of out_features]): one GEMM with `weight` / `bias` when the layers' weights and
-/// biases lie in them (rows_of), then each layer's LoRA term added onto its slice; otherwise
+/// biases lie in them (rows_of; decode_linear() for a decode step's few rows), then each layer's LoRA term added onto its slice; otherwise
 /// each layer's forward(), concatenated. LoRA dropout is not applied here (an inference path):
 /// the caller keeps layers with dropout on the unfused path.
 at::Tensor fused_projection(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,

@@ -2,6 +2,7 @@
 
 #include "messages/errors.hpp"
 #include "runtime/model/attention.hpp"
+#include "runtime/model/decode_linear.hpp"
 #include "runtime/model/fused_ops.hpp"
 #include "runtime/model/model_files.hpp"
 #include "runtime/model/safetensors_checkpoint.hpp"
@@ -73,6 +74,12 @@ int64_t bytes_of(const at::Tensor& t) {
 }
 
 int64_t bytes_of(const linear_layer& l) { return bytes_of(l.weight) + bytes_of(l.bias); }
+
+/// l.forward(x) on the inference path: without LoRA through decode_linear (a decode step's GEMV
+/// kernel where it applies).
+at::Tensor inference_projection(const linear_layer& l, const at::Tensor& x) {
+  return l.lora.defined() ? l.forward(x) : decode_linear(x, l.weight, l.bias);
+}
 
 } // namespace
 
@@ -363,11 +370,15 @@ void transformer::run_layer_inference(int64_t index, at::Tensor& residual, at::T
                           ? decode_attention(in.q, in.keys, in.values, positions, mask)
                           : grouped_attention(in.q, in.keys, in.values, mask);
   const auto out = attended.transpose(1, 2).reshape({batch, seq, heads * dim});
-  auto [h2, y] = add_rms_norm(h, attn.o_proj.forward(out), layer.post_attention_layernorm, eps);
+  auto [h2, y] = add_rms_norm(h, inference_projection(attn.o_proj, out),
+                              layer.post_attention_layernorm, eps);
   const auto& mlp = layer.mlp;
   const auto gate_up = fused_projection(y, mlp.gate_up_weight, mlp.gate_up_bias,
                                         {&mlp.gate_proj, &mlp.up_proj});
-  pending = mlp.down_proj.forward(swiglu(gate_up));
+  // Without LoRA the SwiGLU and the down projection can be one kernel (decode_linear.hpp).
+  const auto& down = mlp.down_proj;
+  pending = down.lora.defined() ? down.forward(swiglu(gate_up))
+                                : swiglu_linear(gate_up, down.weight, down.bias);
   residual = h2;
 }
 

@@ -11,6 +11,7 @@
 #include "runtime/model/cuda/decode_attention_group_kernel.cuh"
 #include "runtime/model/cuda/decode_attention_kernel.cuh"
 #include "runtime/model/cuda/decode_attention_mma_kernel.cuh"
+#include "runtime/model/cuda/decode_linear_kernel.cuh"
 #include "runtime/model/cuda/logprob_kernel.cuh"
 #include "runtime/model/cuda/rope_qkv_kernel.cuh"
 #include "runtime/model/cuda/sample_kernel.cuh"
@@ -146,6 +147,42 @@ void swiglu_case(at::ScalarType t, double rel, int64_t rows, int64_t width, unsi
   const auto want = at::silu(gu.narrow(-1, 0, width).to(at::kFloat)).to(t)
                     * gu.narrow(-1, width, width);
   check_close(out, want, rel, what);
+}
+
+/// decode_linear_kernel<T, input> as decode_linear.cu launches it (with `threads` threads:
+/// fewer than the row's chunks makes each thread take several), against at::linear in float32
+/// of the same T values rounded to T (the kernel sums in another order: within rel).
+template <class T>
+void decode_linear_case(at::ScalarType t, double rel, int64_t in, int64_t out_f, bool with_bias,
+                        bool swiglu, int threads) {
+  const std::string what = "decode_linear " + name_of(t) + " in " + std::to_string(in) + " out "
+                           + std::to_string(out_f) + (with_bias ? " +bias" : "")
+                           + (swiglu ? " swiglu" : "") + " threads " + std::to_string(threads);
+  const auto x = randn({swiglu ? 2 * in : in}, in + out_f, t) * 2;
+  const auto w = randn({out_f, in}, in * out_f, t) * 0.1;
+  const auto bias = randn({out_f}, out_f, t);
+  auto out = at::full({out_f + 3}, 7.0, at::TensorOptions(t)); // 3 past the end stay untouched
+  const auto row = swiglu ? at::silu(x.narrow(0, 0, in).to(at::kFloat)).to(t) * x.narrow(0, in, in)
+                          : x;
+  const auto want = at::linear(row.to(at::kFloat), w.to(at::kFloat),
+                               with_bias ? bias.to(at::kFloat) : at::Tensor())
+                      .to(t);
+  const auto blocks = static_cast<unsigned>((out_f + k::decode_linear_rows - 1)
+                                            / k::decode_linear_rows);
+  auto run = [&](auto input_constant) {
+    emu::launch(blocks, static_cast<unsigned>(threads), [&] {
+      k::decode_linear_kernel<T, decltype(input_constant)::value>(
+        ptr<T>(x), ptr<T>(w), with_bias ? ptr<T>(bias) : nullptr, ptr<T>(out), out_f, in);
+    });
+  };
+  using kind = k::decode_linear_input;
+  if (swiglu)
+    run(std::integral_constant<kind, kind::swiglu>{});
+  else
+    run(std::integral_constant<kind, kind::plain>{});
+  check_close(out.narrow(0, 0, out_f), want, rel, what);
+  check_equal(out.narrow(0, out_f, 3), at::full({3}, 7.0, at::TensorOptions(t)),
+              what + " past the end untouched");
 }
 
 template <class T>
@@ -483,6 +520,15 @@ void all_cases(at::ScalarType t, double rel) {
     decode_attention_case<T>(t, rel, 4, 4, 4, 64, 100, {99, 0, 50, 200}, 64, true);
     decode_attention_case<T>(t, rel, 2, 10, 2, 128, 300, {299, 17}, 192, true);
     decode_attention_case<T>(t, rel, 1, 6, 1, 128, 1000, {777}, 1024, true);
+  }
+  // The decode GEMV (16-bit types): one chunk a thread and several, a last block with rows
+  // past out_features, with and without bias, both input kinds.
+  if constexpr (!std::is_same_v<T, float>) {
+    const int64_t c = 16 / static_cast<int64_t>(sizeof(T));
+    decode_linear_case<T>(t, rel, 24 * c, 10, true, false, 32);
+    decode_linear_case<T>(t, rel, 40 * c, 8, false, false, 32);
+    decode_linear_case<T>(t, rel, 5 * c, 7, true, true, 32);
+    decode_linear_case<T>(t, rel, 70 * c, 13, false, true, 64);
   }
   // (not dim 1: x / |x| has a gradient of about eps / x^2, all cancellation)
   for (int64_t dim : {2, 33, 128, 1536})

@@ -47,6 +47,7 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
 /// element at a time.
 template <class T, class Raw>
 struct packed_elements {
+  using raw = Raw;
   static constexpr int size = sizeof(Raw) / sizeof(T);
   __device__ __forceinline__ static Raw fetch(const T* p) {
     return *reinterpret_cast<const Raw*>(p);

@@ -104,6 +104,21 @@ cudaError_t decode_attention(element_type type, const void* q, const decode_kv& 
                              const int64_t* positions, float* partials, void* out,
                              const decode_attention_shape& shape, cudaStream_t stream);
 
+/// What decode_linear() multiplies by its weight.
+enum class decode_linear_input {
+  plain,  ///< x itself
+  swiglu, ///< x is [gate | up] (2 in_features): silu(gate) * up, rounded as swiglu() rounds it
+};
+
+/// out = input weight^T + bias (bias null: none) for one token, as at::linear computes it:
+/// float32 sums rounded once to T (in another order than cuBLAS's). x the token's row, weight
+/// [out_features, in_features] contiguous, out [out_features]. decode_linear_kernel.cuh says
+/// why. cudaErrorInvalidValue for float32, in_features not a multiple of 16 / sizeof(T), or x or
+/// weight not 16-byte aligned: the caller then runs cuBLAS.
+cudaError_t decode_linear(element_type type, decode_linear_input input, const void* x,
+                          const void* weight, const void* bias, void* out, int64_t in_features,
+                          int64_t out_features, cudaStream_t stream);
+
 /// RMSNorm's input gradient for frozen weights (train_kernels.cuh): for rows x [rows, dim]
 /// normalised as add_rms_norm() does without delta, and grad_out the gradient of its result,
 /// grad_x [rows, dim]. All contiguous, in T.

@@ -12,6 +12,14 @@
 
 namespace kbrl::model::cuda {
 
+/// silu(g) * u rounded as at::silu(gate) * up rounds it (decode_linear_kernel.cuh's SwiGLU input
+/// uses it too, so the fused down projection reads the values this kernel would have stored).
+template <class T>
+__device__ __forceinline__ T swiglu_value(float g, float u) {
+  const float silu = round_to<T>(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))));
+  return from_float<T>(__fmul_rn(silu, u));
+}
+
 template <class T>
 __global__ void swiglu_kernel(const T* __restrict__ gate_up, T* __restrict__ out, int64_t rows,
                               int64_t width) {
@@ -21,9 +29,7 @@ __global__ void swiglu_kernel(const T* __restrict__ gate_up, T* __restrict__ out
        i += step) {
     const int64_t row = i / width, col = i - row * width;
     const T* in = gate_up + row * 2 * width;
-    const float g = to_float(in[col]);
-    const float silu = round_to<T>(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))));
-    out[i] = from_float<T>(__fmul_rn(silu, to_float(in[width + col])));
+    out[i] = swiglu_value<T>(to_float(in[col]), to_float(in[width + col]));
   }
 }
 

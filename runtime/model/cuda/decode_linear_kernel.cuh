@@ -1,0 +1,113 @@
+// The linear layers of a one-token decode step as one GEMV kernel each (fused_kernels.hpp's
+// decode_linear): out[n] = sum_k x[k] * w[n, k] (+ bias[n]), summed in float32 and rounded once
+// to T, as cuBLAS's GEMM does (the order of the float32 sum differs). Its input x is the row
+// itself (plain) or silu(gate[k]) * up[k] of a [gate | up] row, rounded exactly as
+// swiglu_kernel.cuh rounds it (swiglu: the SwiGLU and the down projection in one kernel).
+//
+// Why not cuBLAS: at batch 1 its GEMV reaches about 1 TB/s on the 5-MB projections (q|k|v,
+// o_proj: too few loads in flight) and splits the long down projection into a GEMM plus a reduce
+// kernel; and every kernel boundary of a decode step costs a few microseconds. Here each block
+// owns decode_linear_rows weight rows; its threads split the rows' 16-byte chunks among them,
+// every thread issues all its rows' loads of a chunk before it uses any, and one block reduce
+// sums the threads' parts.
+// Measured on an H200 (bench/sampler_throughput/results/2026-11-28-decode-gemv): a version for
+// 2-4 tokens was no faster than cuBLAS at 2 and 1.4x slower at 4, so one token only; folding the
+// residual add + RMSNorm in (every block normalising the row itself) and loading a thread's next
+// chunk ahead were both slower than this.
+//
+// The kernel itself; decode_linear.cu launches it. Kept apart so that a host emulation
+// (test/cuda_emulation) can run the same code without a GPU.
+
+#pragma once
+
+#include "runtime/model/cuda/device_math.cuh"
+#include "runtime/model/cuda/fused_kernels.hpp"
+#include "runtime/model/cuda/swiglu_kernel.cuh"
+
+namespace kbrl::model::cuda {
+
+/// Weight rows (output features) per block.
+inline constexpr int decode_linear_rows = 4;
+/// Threads per block at most (a multiple of 32); fewer for a short row (decode_linear.cu).
+inline constexpr int decode_linear_max_threads = 256;
+
+/// Chunk `chunk` (16 bytes of T) of the input row as float32: x's own, or silu(gate) * up of a
+/// [gate | up] row of 2 * in_features elements.
+template <class T, decode_linear_input Input>
+__device__ __forceinline__ void decode_linear_values(const T* x, int64_t in_features,
+                                                     int64_t chunk, float* values) {
+  using vec = vector16<T>;
+  const int64_t at = chunk * vec::size;
+  const auto a = vec::fetch(x + at);
+  if constexpr (Input == decode_linear_input::swiglu) {
+    const auto b = vec::fetch(x + in_features + at);
+#pragma unroll
+    for (int e = 0; e < vec::size; ++e)
+      values[e] = to_float(swiglu_value<T>(vec::element(a, e), vec::element(b, e)));
+  } else {
+#pragma unroll
+    for (int e = 0; e < vec::size; ++e)
+      values[e] = vec::element(a, e);
+  }
+}
+
+/// One block per decode_linear_rows rows of w [out_features, in_features]; x the input row
+/// (decode_linear_values), out [out_features]. in_features a multiple of 16 / sizeof(T), x and w
+/// 16-byte aligned (the launcher checks). blockDim.x a multiple of 32, at most
+/// decode_linear_max_threads.
+template <class T, decode_linear_input Input>
+__global__ void __launch_bounds__(decode_linear_max_threads)
+decode_linear_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
+                     T* __restrict__ out, int64_t out_features, int64_t in_features) {
+  using vec = vector16<T>;
+  constexpr int Rows = decode_linear_rows;
+  __shared__ float partial[decode_linear_max_threads / 32][Rows];
+  const int64_t first_row = static_cast<int64_t>(blockIdx.x) * Rows;
+  const int64_t chunks = in_features / vec::size;
+  // A block's last rows may lie past out_features: they read the last row again (no branch in
+  // the loop) and are not written.
+  const T* rows[Rows];
+#pragma unroll
+  for (int r = 0; r < Rows; ++r) {
+    const int64_t row = first_row + r < out_features ? first_row + r : out_features - 1;
+    rows[r] = w + row * in_features;
+  }
+  float acc[Rows] = {};
+  for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
+    typename vec::raw weights[Rows];
+#pragma unroll
+    for (int r = 0; r < Rows; ++r)
+      weights[r] = vec::fetch(rows[r] + c * vec::size);
+    float input[vec::size];
+    decode_linear_values<T, Input>(x, in_features, c, input);
+#pragma unroll
+    for (int r = 0; r < Rows; ++r)
+#pragma unroll
+      for (int e = 0; e < vec::size; ++e)
+        acc[r] = fmaf(vec::element(weights[r], e), input[e], acc[r]);
+  }
+
+  // Each warp's sums, then the warps' sums in a fixed order: the result does not depend on
+  // scheduling.
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int r = 0; r < Rows; ++r) {
+    float v = acc[r];
+    for (int offset = 16; offset > 0; offset >>= 1)
+      v += __shfl_xor_sync(0xffffffffu, v, offset);
+    if (lane == 0)
+      partial[warp][r] = v;
+  }
+  __syncthreads();
+  const int r = threadIdx.x;
+  if (r < Rows && first_row + r < out_features) {
+    float sum = 0.0f;
+    for (int k = 0; k < static_cast<int>(blockDim.x >> 5); ++k)
+      sum += partial[k][r];
+    if (bias != nullptr)
+      sum += to_float(bias[first_row + r]);
+    out[first_row + r] = from_float<T>(sum);
+  }
+}
+
+} // namespace kbrl::model::cuda

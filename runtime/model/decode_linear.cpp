@@ -1,7 +1,5 @@
 #include "runtime/model/decode_linear.hpp"
 
-#include "runtime/model/fused_ops.hpp"
-
 #include <ATen/ATen.h>
 
 #include <cstdint>

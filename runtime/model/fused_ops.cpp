@@ -54,16 +54,6 @@ decode_attention_kind decode_attention_from_environment() {
 
 #if KBRL_WITH_FUSED_KERNELS
 
-/// KBRL_DECODE_MERGE=kernel, read once: the tensor-core decode attention merges its partials
-/// in a kernel of its own instead of in its last blocks (to compare the two on a device).
-bool separate_merge_chosen() {
-  static const bool chosen = [] {
-    const char* choice = std::getenv("KBRL_DECODE_MERGE");
-    return choice != nullptr && std::string(choice) == "kernel";
-  }();
-  return chosen;
-}
-
 /// Points a kernel's key/value description (cuda::kv_destination or cuda::decode_kv) at `keys`
 /// and `values` ([batch, kv_heads, positions, head_dim], the same strides).
 template <class KvView>
@@ -318,19 +308,13 @@ at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& keys, const a
     auto partials = at::empty({batch * heads * shape.splits, dim + 2},
                               q.options().dtype(at::kFloat));
     auto out = at::empty({batch, heads, 1, dim}, q.options());
-    // the tensor-core kernel's arrival counters (its last blocks merge), unless asked otherwise
-    const auto arrivals = tensor_cores && !separate_merge_chosen()
-                            ? at::empty({batch * shape.kv_heads}, q.options().dtype(at::kInt))
-                            : at::Tensor{};
     const auto stream = stream_of(q);
     const auto type = element_type_of(q.scalar_type());
     const auto* where_ptr = where.data_ptr<int64_t>();
     const auto err =
-      tensor_cores ? cuda::decode_attention_mma(
-                       type, in.data_ptr(), kv, where_ptr, partials.data_ptr<float>(),
-                       out.data_ptr(), shape, keys_per_split,
-                       arrivals.defined() ? static_cast<unsigned*>(arrivals.data_ptr()) : nullptr,
-                       stream)
+      tensor_cores ? cuda::decode_attention_mma(type, in.data_ptr(), kv, where_ptr,
+                                                partials.data_ptr<float>(), out.data_ptr(), shape,
+                                                keys_per_split, stream)
       : grouped    ? cuda::decode_attention_grouped(type, in.data_ptr(), kv, where_ptr,
                                                     partials.data_ptr<float>(), out.data_ptr(),
                                                     shape, keys_per_split, stream)

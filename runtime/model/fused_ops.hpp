@@ -9,7 +9,6 @@
 //   fused_projection  q|k|v or gate|up as one GEMM               (3 or 2 GEMMs -> 1)
 //   rope_qkv          q/k RMSNorm (qwen3), RoPE, kv-cache write  (~20 kernels -> 1)
 //   swiglu            silu(gate) * up                            (2 -> 1)
-//   (decode_linear.hpp: at one token the projections are GEMV kernels and SwiGLU + down one)
 //   decode_attention  one query per sequence over its cache      (SDPA's kernel -> 2 split-key
 //                     kernels; one sequence, or several on request, see there)
 //

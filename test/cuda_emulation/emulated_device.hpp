@@ -127,17 +127,6 @@ inline float __fsub_rn(float a, float b) { return a - b; }
 inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
 inline float __fdiv_rn(float a, float b) { return a / b; }
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
-// One block at a time: loads see every earlier block's stores, and a block's threads take turns
-// at the counter.
-inline float __ldcg(const float* p) { return *p; }
-inline void __threadfence() {}
-inline unsigned atomicAdd(unsigned* p, unsigned v) {
-  static std::mutex m;
-  std::lock_guard<std::mutex> lock(m);
-  const unsigned old = *p;
-  *p = old + v;
-  return old;
-}
 
 // The tensor-core instructions of runtime/model/cuda/warp_mma.cuh as warp collectives: every
 // thread of the block calls them together (the MMA kernel's warps run the same rounds); each

@@ -97,7 +97,7 @@ bool has_tensor_core_build(Kernel kernel) {
 template <class T>
 cudaError_t launch_mma(const void* q, const decode_kv& kv, const int64_t* positions,
                        float* partials, void* out, const decode_attention_shape& shape,
-                       int64_t keys_per_split, unsigned* arrivals, cudaStream_t stream) {
+                       int64_t keys_per_split, cudaStream_t stream) {
   const int64_t bytes = sizeof(T);
   const auto kernel = decode_mma_kernel_for<T>(shape.head_dim);
   // Once per element type (every instance is compiled for the same architectures): not at every
@@ -113,16 +113,9 @@ cudaError_t launch_mma(const void* q, const decode_kv& kv, const int64_t* positi
   if (shape.batch <= 0 || shape.heads <= 0)
     return cudaSuccess;
   const int64_t blocks = shape.batch * shape.kv_heads * shape.splits;
-  if (arrivals != nullptr) {
-    const auto err = cudaMemsetAsync(arrivals, 0, sizeof(unsigned) * shape.batch * shape.kv_heads,
-                                     stream);
-    if (err != cudaSuccess)
-      return err;
-  }
   kernel<<<static_cast<unsigned>(blocks), 32 * decode_mma_warps, 0, stream>>>(
-    static_cast<const T*>(q), kv, positions, partials, shape, keys_per_split,
-    static_cast<T*>(out), arrivals);
-  if (const auto err = cudaGetLastError(); err != cudaSuccess || arrivals != nullptr)
+    static_cast<const T*>(q), kv, positions, partials, shape, keys_per_split);
+  if (const auto err = cudaGetLastError(); err != cudaSuccess)
     return err;
   return launch_merge<T>(partials, out, shape, stream);
 }
@@ -132,14 +125,13 @@ cudaError_t launch_mma(const void* q, const decode_kv& kv, const int64_t* positi
 cudaError_t decode_attention_mma(element_type type, const void* q, const decode_kv& kv,
                                  const int64_t* positions, float* partials, void* out,
                                  const decode_attention_shape& shape, int64_t keys_per_split,
-                                 unsigned* arrivals, cudaStream_t stream) {
+                                 cudaStream_t stream) {
   return for_type(type, [&](auto zero) {
     using T = decltype(zero);
     if constexpr (std::is_same_v<T, float>)
       return cudaErrorInvalidValue; // tensor cores take 16-bit elements here
     else
-      return launch_mma<T>(q, kv, positions, partials, out, shape, keys_per_split, arrivals,
-                           stream);
+      return launch_mma<T>(q, kv, positions, partials, out, shape, keys_per_split, stream);
   });
 }
 

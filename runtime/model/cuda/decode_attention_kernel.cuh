@@ -188,43 +188,27 @@ __global__ void decode_attention_partial_kernel(const T* __restrict__ q, decode_
   }
 }
 
-/// A partial result's float, read from L2 (__ldcg): the merge may run in the last block of the
-/// attention kernel itself, which must not see a stale L1 line of another block's partial.
-__device__ __forceinline__ float partial_value(const float* p) { return __ldcg(p); }
-
-/// The largest maximum among a (sequence, head)'s `splits` partials `mine` ([splits, dim + 2]).
-__device__ __forceinline__ float merged_top(const float* mine, int64_t splits, int64_t dim) {
-  float top = -INFINITY;
-  for (int64_t s = 0; s < splits; ++s)
-    top = fmaxf(top, partial_value(mine + s * (dim + 2) + dim));
-  return top;
-}
-
-/// Element i of the merged output of the partials `mine`, `top` their merged_top.
-__device__ __forceinline__ float merged_element(const float* mine, int64_t splits, int64_t dim,
-                                                float top, int64_t i) {
-  float weighted = 0.0f, total = 0.0f;
-  // A split past the sequence's last position has maximum -inf and sum 0: its factor is 0.
-#pragma unroll 8
-  for (int64_t s = 0; s < splits; ++s) {
-    const float* part = mine + s * (dim + 2);
-    const float f = expf(partial_value(part + dim) - top);
-    weighted += partial_value(part + i) * f;
-    total += partial_value(part + dim + 1) * f;
-  }
-  return weighted / total;
-}
-
 /// out[b, h, :] = the merged partials of (b, h), in T. Block index: b * heads + h.
 template <class T>
 __global__ void decode_attention_merge_kernel(const float* __restrict__ partials,
                                               T* __restrict__ out, decode_attention_shape shape) {
   const int64_t splits = shape.splits, dim = shape.head_dim;
   const float* mine = partials + static_cast<int64_t>(blockIdx.x) * splits * (dim + 2);
-  const float top = merged_top(mine, splits, dim);
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
-    out[static_cast<int64_t>(blockIdx.x) * dim + i] =
-      from_float<T>(merged_element(mine, splits, dim, top, i));
+  float top = -INFINITY;
+  for (int64_t s = 0; s < splits; ++s)
+    top = fmaxf(top, mine[s * (dim + 2) + dim]);
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+    float weighted = 0.0f, total = 0.0f;
+    // A split past the sequence's last position has maximum -inf and sum 0: its factor is 0.
+#pragma unroll 8
+    for (int64_t s = 0; s < splits; ++s) {
+      const float* part = mine + s * (dim + 2);
+      const float f = expf(part[dim] - top);
+      weighted += part[i] * f;
+      total += part[dim + 1] * f;
+    }
+    out[static_cast<int64_t>(blockIdx.x) * dim + i] = from_float<T>(weighted / total);
+  }
 }
 
 } // namespace kbrl::model::cuda

@@ -44,16 +44,12 @@ constexpr int decode_mma_max_group = static_cast<int>(decode_mma_max_group_size)
 /// Block index: (b * kv_heads + kv_head) * splits + split, blockDim.x == 32 * decode_mma_warps;
 /// split s covers keys [s * keys_per_split, (s + 1) * keys_per_split). shape.heads / kv_heads
 /// <= 8 and shape.head_dim == D (64 or 128); T is __half or __nv_bfloat16.
-/// With `arrivals` ([batch * kv_heads], zero on entry) the last block of a (sequence, kv head) to
-/// finish merges its group's partials into out ([batch * heads, D]) as the merge kernel would
-/// (the same code), so no merge kernel is launched; without, out is not touched.
 template <class T, int D>
 __global__ void __launch_bounds__(32 * decode_mma_warps, 4)
   decode_attention_mma_partial_kernel(const T* __restrict__ q, decode_kv kv,
                                       const int64_t* __restrict__ positions,
                                       float* __restrict__ partials, decode_attention_shape shape,
-                                      int64_t keys_per_split, T* __restrict__ out_merged,
-                                      unsigned* __restrict__ arrivals) {
+                                      int64_t keys_per_split) {
   constexpr int W = decode_mma_warps;
   constexpr int chunks = D / 32;     // a key row's 32-element chunks (two k16 steps each)
   constexpr int value_loads = D / 64; // 16-byte loads of a lane's D / 8 elements of a value row
@@ -216,33 +212,12 @@ __global__ void __launch_bounds__(32 * decode_mma_warps, 4)
     row[element] = element == D ? (top == -INFINITY ? -INFINITY : top * 0.6931471805599453f)
                                 : total;
   }
-  if (arrivals == nullptr)
-    return;
-  // The last block of this (sequence, kv head) merges: every block makes its partials visible
-  // device-wide before its arrival is counted, and the last one reads them from L2.
-  __shared__ bool last_block;
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0)
-    last_block = atomicAdd(arrivals + b * shape.kv_heads + kv_head, 1u)
-                 == static_cast<unsigned>(splits - 1);
-  __syncthreads();
-  if (!last_block)
-    return;
-  __threadfence();
-  for (int h = 0; h < group; ++h) {
-    const float* mine = partials + (first_head + h) * splits * (D + 2);
-    const float top = merged_top(mine, splits, D);
-    for (int i = threadIdx.x; i < D; i += 32 * W)
-      out_merged[(first_head + h) * D + i] =
-        from_float<T>(merged_element(mine, splits, D, top, i));
-  }
 }
 
 /// The MMA kernel for head_dim `dim`, or nullptr where no instance serves it (not 64 or 128).
 template <class T>
 using decode_mma_kernel = void (*)(const T*, decode_kv, const int64_t*, float*,
-                                   decode_attention_shape, int64_t, T*, unsigned*);
+                                   decode_attention_shape, int64_t);
 
 template <class T>
 decode_mma_kernel<T> decode_mma_kernel_for(int64_t dim) {

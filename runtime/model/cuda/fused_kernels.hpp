@@ -222,14 +222,11 @@ inline int64_t decode_attention_mma_keys_per_split(int64_t batch, int64_t kv_hea
 /// and at most 8 query heads per kv head. keys_per_split must be a multiple of 64 (the four
 /// warps' 16 keys). cudaErrorInvalidValue for float32, another shape, a misaligned cache, or a
 /// binary whose kernels were not compiled for sm_80 or newer (the mma instructions need it):
-/// the caller then runs another path. With `arrivals` (batch * kv_heads unsigned of workspace,
-/// set to zero here by a memset on `stream`) the last block of each (sequence, kv head) merges
-/// the partials itself (the merge kernel's code) and no merge kernel is launched; null: the
-/// merge kernel.
+/// the caller then runs another path.
 cudaError_t decode_attention_mma(element_type type, const void* q, const decode_kv& kv,
                                  const int64_t* positions, float* partials, void* out,
                                  const decode_attention_shape& shape, int64_t keys_per_split,
-                                 unsigned* arrivals, cudaStream_t stream);
+                                 cudaStream_t stream);
 
 /// One row's settings for race_sample(): its Philox stream (seed and offset, reserved from the
 /// row's generator for this call) and temperature; a greedy row takes the argmax of its logits

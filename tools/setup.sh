@@ -12,6 +12,7 @@ packages=(
   libtorch-dev python3-torch      # libtorch 1.13 (CPU) and the matching Python for the worker
   libgloo-dev                     # Gloo's headers: c10d's CPU all-reduce (data-parallel learner)
   libopenblas0-pthread            # without it libtorch matmuls are ~20x slower on CPU
+  libtcmalloc-minimal4            # CPU tensors: glibc malloc hands each freed one back (10x slower learner)
   python3-numpy pybind11-dev      # load_inline builds need pybind11 headers (Debian torch lacks them)
   python3-jinja2                  # models' own chat templates (tools/kbrl_chat_template.py)
   libyaml-cpp-dev                 # kbrl-config from-yaml (the seed projects' YAML configs)

@@ -1,10 +1,15 @@
 #pragma once
 // Just enough of the CUDA device model to run runtime/model/cuda/*_kernel.cuh on the CPU: a
-// launch runs its blocks one after another, each block's threads as real threads, with a block
-// barrier for __syncthreads, __shared__ variables as function statics (one block at a time),
-// warp shuffles through an exchange array, and host versions of the float intrinsics. It checks
+// launch runs its blocks one after another, each block's threads as fibers (ucontext) taking
+// turns on this one OS thread: a thread runs until it reaches __syncthreads (or a warp
+// collective, which synchronises the block here), then the next one runs; when all have
+// arrived, all go on. __shared__ variables are function statics (one block at a time), warp
+// shuffles go through an exchange array, and the float intrinsics have host versions. It checks
 // the kernels' indexing and control flow where no GPU is at hand (this machine); it says
-// nothing about speed, memory ordering between blocks or the device's own rsqrtf/expf.
+// nothing about speed, memory ordering between blocks or the device's own rsqrtf/expf. A missing
+// barrier shows only where a lower thread reads what a higher one writes (threads run in index
+// order between barriers). (Fibers, not OS threads: a block barrier is then a few context switches instead of waking
+// 128-256 threads on two cores, which made the emulation test the suite's slowest.)
 //
 // Include it before the kernel headers; compile with g++ -ffp-contract=off so that host
 // arithmetic rounds each step as __fmul_rn / __fadd_rn do.
@@ -15,12 +20,14 @@
 #include <vector_functions.h>
 
 #include <cmath>
-#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <mutex>
-#include <thread>
+#include <memory>
 #include <vector>
+
+#include <ucontext.h>
 
 namespace emu {
 
@@ -28,39 +35,75 @@ struct index3 {
   unsigned x = 0, y = 0, z = 0;
 };
 
-inline thread_local index3 thread_index;
-inline index3 block_index; // one block at a time
+inline index3 thread_index; // the thread (fiber) running now
+inline index3 block_index;  // one block at a time
 inline index3 block_dim;
 inline index3 grid_dim;
 
-/// A reusable barrier for the threads of one block.
-class barrier {
-public:
-  void reset(int n) {
-    n_ = n;
-    waiting_ = 0;
-    generation_ = 0;
-  }
-  void wait() {
-    std::unique_lock<std::mutex> lock(m_);
-    const auto gen = generation_;
-    if (++waiting_ == n_) {
-      waiting_ = 0;
-      ++generation_;
-      cv_.notify_all();
-      return;
-    }
-    cv_.wait(lock, [&] { return generation_ != gen; });
-  }
-
-private:
-  std::mutex m_;
-  std::condition_variable cv_;
-  int n_ = 0, waiting_ = 0;
-  unsigned long generation_ = 0;
+/// The threads of the block being run, as fibers, and the scheduler that switches among them.
+struct block_fibers {
+  enum class state : char { runnable, at_barrier, finished };
+  static constexpr size_t stack_bytes = 256 * 1024;
+  std::vector<ucontext_t> contexts;
+  std::vector<std::unique_ptr<char[]>> stacks;
+  std::vector<state> states;
+  ucontext_t scheduler;
+  unsigned current = 0;
+  const std::function<void()>* kernel = nullptr;
 };
+inline block_fibers fibers;
 
-inline barrier block_barrier;
+inline void fiber_main() {
+  (*fibers.kernel)();
+  fibers.states[fibers.current] = block_fibers::state::finished; // uc_link resumes the scheduler
+}
+
+/// __syncthreads: this thread waits until every thread of the block has arrived.
+inline void block_sync() {
+  const unsigned t = fibers.current;
+  fibers.states[t] = block_fibers::state::at_barrier;
+  swapcontext(&fibers.contexts[t], &fibers.scheduler);
+}
+
+/// Runs one block: every thread up to its next barrier, round after round, until all finish.
+/// A thread that finishes while others wait at a barrier would hang a GPU: it stops the run.
+inline void run_block(unsigned block) {
+  using st = block_fibers::state;
+  for (unsigned t = 0; t < block; ++t) {
+    auto& c = fibers.contexts[t];
+    getcontext(&c);
+    c.uc_stack.ss_sp = fibers.stacks[t].get();
+    c.uc_stack.ss_size = block_fibers::stack_bytes;
+    c.uc_link = &fibers.scheduler;
+    makecontext(&c, fiber_main, 0);
+    fibers.states[t] = st::runnable;
+  }
+  for (;;) {
+    unsigned waiting = 0, finished = 0;
+    for (unsigned t = 0; t < block; ++t) {
+      if (fibers.states[t] == st::finished) {
+        ++finished;
+        continue;
+      }
+      fibers.states[t] = st::runnable;
+      fibers.current = t;
+      thread_index = {t, 0, 0};
+      swapcontext(&fibers.scheduler, &fibers.contexts[t]);
+      if (fibers.states[t] == st::at_barrier)
+        ++waiting;
+      else
+        ++finished;
+    }
+    if (waiting == 0)
+      return;
+    if (finished > 0) {
+      std::fprintf(stderr, "emulated device: block %u: %u thread(s) finished while %u wait at a "
+                           "barrier (a hang on a GPU)\n", block_index.x, finished, waiting);
+      std::abort();
+    }
+  }
+}
+
 inline std::vector<float> exchange(1024);
 inline std::vector<int> int_exchange(1024);
 
@@ -68,17 +111,14 @@ inline std::vector<int> int_exchange(1024);
 inline void launch(unsigned grid, unsigned block, const std::function<void()>& kernel) {
   grid_dim = {grid, 1, 1};
   block_dim = {block, 1, 1};
+  fibers.contexts.resize(block);
+  fibers.states.resize(block);
+  while (fibers.stacks.size() < block)
+    fibers.stacks.emplace_back(new char[block_fibers::stack_bytes]);
+  fibers.kernel = &kernel;
   for (unsigned b = 0; b < grid; ++b) {
     block_index = {b, 0, 0};
-    block_barrier.reset(static_cast<int>(block));
-    std::vector<std::thread> threads;
-    for (unsigned t = 0; t < block; ++t)
-      threads.emplace_back([t, &kernel] {
-        thread_index = {t, 0, 0};
-        kernel();
-      });
-    for (auto& th : threads)
-      th.join();
+    run_block(block);
   }
 }
 
@@ -101,7 +141,7 @@ inline void launch(unsigned grid, unsigned block, const std::function<void()>& k
 #define blockDim (emu::block_dim)
 #define gridDim (emu::grid_dim)
 
-inline void __syncthreads() { emu::block_barrier.wait(); }
+inline void __syncthreads() { emu::block_sync(); }
 namespace emu {
 /// __shfl_xor_sync for V: every thread of the block calls it together (block_sum does):
 /// publish, wait, read, wait.
@@ -109,9 +149,9 @@ template <class V>
 V exchange_xor(std::vector<V>& slots, V v, int offset) {
   const unsigned t = threadIdx.x;
   slots[t] = v;
-  block_barrier.wait();
+  block_sync();
   const V r = slots[t ^ static_cast<unsigned>(offset)];
-  block_barrier.wait();
+  block_sync();
   return r;
 }
 } // namespace emu
@@ -163,7 +203,7 @@ inline void mma_16816(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)
     emu::fragments[t * 6 + i] = a[i];
   emu::fragments[t * 6 + 4] = b[0];
   emu::fragments[t * 6 + 5] = b[1];
-  emu::block_barrier.wait();
+  emu::block_sync();
   // A[m][k]: lane 4 (m % 8) + (k % 8) / 2, register (m / 8) + 2 (k / 8), half k % 2
   auto a_at = [&](int m, int k) {
     const unsigned l = 4 * (m % 8) + (k % 8) / 2;
@@ -183,7 +223,7 @@ inline void mma_16816(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)
       sum += a_at(m, k) * b_at(k, n);
     result[r] = sum;
   }
-  emu::block_barrier.wait();
+  emu::block_sync();
   for (int r = 0; r < 4; ++r)
     d[r] = result[r];
 }
@@ -191,7 +231,7 @@ inline void mma_16816(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)
 inline unsigned transpose_8x8(unsigned x) {
   const unsigned t = threadIdx.x, lane = t & 31, warp0 = t - lane;
   emu::fragments[t * 6] = x;
-  emu::block_barrier.wait();
+  emu::block_sync();
   // row g, columns 2 tq and 2 tq + 1 of the transpose: M[2 tq][g] and M[2 tq + 1][g], where
   // M[r][c] is lane 4 r + c / 2, half c % 2
   const unsigned g = lane / 4, tq = lane % 4;
@@ -200,7 +240,7 @@ inline unsigned transpose_8x8(unsigned x) {
     return (c % 2) ? reg >> 16 : reg & 0xffffu;
   };
   const unsigned y = at(2 * tq, g) | (at(2 * tq + 1, g) << 16);
-  emu::block_barrier.wait();
+  emu::block_sync();
   return y;
 }
 

@@ -8,8 +8,8 @@
 // the kernels' indexing and control flow where no GPU is at hand (this machine); it says
 // nothing about speed, memory ordering between blocks or the device's own rsqrtf/expf. A missing
 // barrier shows only where a lower thread reads what a higher one writes (threads run in index
-// order between barriers). (Fibers, not OS threads: a block barrier is then a few context switches instead of waking
-// 128-256 threads on two cores, which made the emulation test the suite's slowest.)
+// order between barriers). Fibers, not OS threads: a block barrier is then a few context
+// switches instead of waking 128-256 threads on two cores (the test took 484 s that way).
 //
 // Include it before the kernel headers; compile with g++ -ffp-contract=off so that host
 // arithmetic rounds each step as __fmul_rn / __fadd_rn do.

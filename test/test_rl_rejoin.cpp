@@ -1,7 +1,8 @@
 // An RL run across three real kbrl-node processes (learner, sampler, evaluator) on loopback, on
 // the quickstart's policy and problems, survives kill -9 of the evaluator node and, later, of the
 // sampler node, each restarted as a new incarnation: the requests those nodes held are sent again
-// to the new ones, the run waits (saying so) while a kind is missing, and it finishes every step
+// to the new ones (the evaluator node is frozen with SIGSTOP before step 2's candidates reach it,
+// so that it surely holds them when it is killed), the run waits (saying so) while a kind is missing, and it finishes every step
 // with real verdicts; traces.jsonl and metrics.jsonl hold each step exactly once.
 
 #include "cluster_fixture.hpp"
@@ -13,6 +14,7 @@
 #include <simdjson.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <sstream>
@@ -79,8 +81,11 @@ struct rejoin_fixture {
   std::string manifest;
 
   rejoin_fixture() {
+    // A long node timeout: the frozen evaluator node must not be declared down (by missed
+    // heartbeats) before step 2's candidates are sent to it. A kill is seen at once anyway: the
+    // connection drops.
     std::string toml = "[cluster]\nname = \"rejoin\"\ncoordinator = \"head\"\n"
-                       "heartbeat_interval_s = 0.2\nnode_timeout_s = 3.0\n";
+                       "heartbeat_interval_s = 0.2\nnode_timeout_s = 60.0\n";
     for (auto [name, roles] : std::vector<std::pair<std::string, std::string>>{
            {"head", "[\"learner\"]"}, {"samp", "[\"sampler\"]"}, {"eval", "[\"evaluator\"]"}})
       toml += "\n[[node]]\nname = \"" + name + "\"\nhost = \"127.0.0.1\"\nport = "
@@ -118,8 +123,18 @@ struct rejoin_fixture {
       .output;
   }
 
-  /// kill -9 of `node` once `actor` there is `busy` (holding requests); returns when the head
-  /// says episodes wait for `kind` ("an evaluator", "a sampler").
+  /// A number among the status details of `actor` on `node` ("completions": "16"); -1 when the
+  /// status does not say.
+  long status_number(const std::string& node, const std::string& actor, const std::string& key) {
+    auto status = shell_status(node, actor);
+    auto at = status.find("\"" + key + "\":\"");
+    if (at == std::string::npos)
+      return -1;
+    return std::strtol(status.c_str() + at + key.size() + 4, nullptr, 10);
+  }
+
+  /// kill -9 of `node` once `actor` there is `busy` (holding requests, or it was when the status
+  /// was read); returns when the head says episodes wait for `kind` ("a sampler").
   void kill_while_busy(test::child_process& proc, const std::string& node,
                        const std::string& actor, const std::string& busy,
                        const std::string& kind) {
@@ -130,6 +145,11 @@ struct rejoin_fixture {
                             },
                             60s),
                           logs());
+    kill_and_wait_for(proc, kind);
+  }
+
+  /// kill -9 of `proc` (running or frozen); returns when the head says episodes wait for `kind`.
+  void kill_and_wait_for(test::child_process& proc, const std::string& kind) {
     proc.signal(SIGKILL);
     BOOST_CHECK_EQUAL(proc.wait_exit(10s), 128 + SIGKILL);
     // The run notices and says what it waits for (it does not score zeros meanwhile).
@@ -159,9 +179,24 @@ BOOST_AUTO_TEST_CASE(a_run_survives_kill_9_of_its_evaluator_node_and_of_its_samp
   auto eval = start("eval", "evaluator");
   const auto of = "/" + std::to_string(steps) + ": mean reward";
 
-  // Kill the evaluator node while it evaluates a candidate of step 2 (others wait in its queue).
+  // Kill the evaluator node while it holds step 2's candidates. An evaluation of the quickstart's
+  // small problems takes a fraction of a second, so a node seen "evaluating" may be done by the
+  // time the kill lands: the node is frozen before step 2 starts (the learner trains on step 1
+  // first), and killed once the sampler has answered all of step 2's prompts, whose candidates
+  // then sit with the frozen node.
   BOOST_REQUIRE_MESSAGE(head_says("step 1" + of, 180s), logs());
-  kill_while_busy(eval, "eval", "eval/evaluator.0", "evaluating", "an evaluator");
+  eval.signal(SIGSTOP);
+  const long both_steps = 2L * problems_per_step * group_size;
+  BOOST_REQUIRE_MESSAGE(test::eventually(
+                          [&] {
+                            return status_number("samp", "samp/sampler.0", "completions")
+                                     >= both_steps
+                                   && status_number("samp", "samp/sampler.0", "queue") == 0;
+                          },
+                          120s),
+                        logs());
+  std::this_thread::sleep_for(1s); // the episodes send their candidates on at once
+  kill_and_wait_for(eval, "an evaluator");
   // kbrl-shell shows the wait on the run's status too.
   auto status = shell_status("head", "head/coordinator");
   BOOST_CHECK_MESSAGE(contains(status, "an evaluator to join"), status);
@@ -188,8 +223,8 @@ BOOST_AUTO_TEST_CASE(a_run_survives_kill_9_of_its_evaluator_node_and_of_its_samp
   BOOST_CHECK_MESSAGE(contains(head_out, "The RL run finished after step " + std::to_string(steps)
                                            + " of " + std::to_string(steps)),
                       head_out);
-  // The requests the lost evaluator held were sent again (an evaluation takes seconds, so the
-  // kill always finds some). A generation of the tiny policy takes a fraction of a second: the
+  // The requests the lost evaluator held were sent again (it was frozen holding them). A
+  // generation of the tiny policy takes a fraction of a second: the
   // sampler can finish its requests between the status that says "generating" and the kill, and
   // then there is nothing to send again. Re-sending held generations is covered exactly by
   // episode_actor_suite (a sampler double that holds requests and is killed); here the sampler's

@@ -18,8 +18,13 @@ evaluator_actor::behavior_type evaluator(evaluator_pointer self, actor_stats sta
     self->quit(ok.error());
     return evaluator_actor::behavior_type::make_empty_behavior();
   }
-  spdlog::info("{} ready: worker pid {} on {}, isolation {}", st.stats.name,
-               st.engine->worker_pid(), st.engine->device(), to_string(st.engine->isolation()));
+  spdlog::info("{} ready: worker pid {} on {}, isolation {}, candidate file writes fenced: {}",
+               st.stats.name, st.engine->worker_pid(), st.engine->device(),
+               to_string(st.engine->isolation()), st.engine->write_fence());
+  if (st.engine->write_fence().rfind("off", 0) == 0)
+    spdlog::warn("{}: candidate processes can write each other's build folders ({}); run on a "
+                 "kernel with Landlock (Linux 5.13 or later) to confine them",
+                 st.stats.name, st.engine->write_fence());
   return {
     [self](status_atom) -> actor_status {
       auto& st = self->state;
@@ -31,6 +36,7 @@ evaluator_actor::behavior_type evaluator(evaluator_pointer self, actor_stats sta
         {{"device", e.device() + (st.gpu >= 0 ? " (gpu " + std::to_string(st.gpu) + ")" : "")},
          {"worker pid", std::to_string(e.worker_pid())},
          {"isolation", to_string(e.isolation())},
+         {"candidate writes fenced", e.write_fence()},
          {"evaluations", std::to_string(e.evaluations())},
          {"reference timings reused", std::to_string(e.reference_cache_hits())},
          {"reference outputs shared", std::to_string(e.references_shared())}},

@@ -500,6 +500,67 @@ BOOST_AUTO_TEST_CASE(a_lock_left_by_a_killed_build_does_not_block_the_next_build
   BOOST_CHECK_MESSAGE(res.correct, to_string(res.error) << ": " << res.error_excerpt);
 }
 
+// HACKS.md class 33: a candidate that writes over another candidate's library in the shared
+// extensions folder (static rules off, so only the run-time fence stands in its way). With the
+// fence every write is refused and the other candidate's next evaluation loads its own library;
+// with the fence off (the control) the writes go through and that evaluation fails.
+BOOST_AUTO_TEST_CASE(a_candidate_cannot_write_another_candidates_build_folder) {
+  for (auto& rule : all_rules())
+    opts.rule_overrides[rule.id] = severity::off;
+  auto hostile = [&](uint64_t id) {
+    auto prob = load_problem_file(data("problems/1_small_relu.py"));
+    BOOST_REQUIRE_MESSAGE(prob, test::why(prob));
+    eval_request req;
+    req.id = id;
+    req.candidate_source = test::read_file(data("hacks/overwrite_build_folders.py"));
+    req.task = *prob;
+    req.task.backend = kernel_backend::torch;
+    req.timing.perf_trials = 0;
+    req.timing.measure_performance = false;
+    req.timing.timeout_s = 60;
+    req.trace = "overwrite_build_folders.py";
+    return req;
+  };
+  const auto forged = fs::path(opts.worker.extensions_dir) / "0000000000000000-forged";
+  {
+    eval_engine engine{opts};
+    BOOST_REQUIRE(engine.start());
+    auto victim = engine.evaluate(load_inline_cpu_request(1, 300));
+    BOOST_REQUIRE_MESSAGE(victim.correct, to_string(victim.error) << ": " << victim.error_excerpt);
+    if (engine.write_fence().rfind("landlock", 0) != 0) {
+      // As a GPU test without a GPU: this kernel cannot fence, and the evaluator warns.
+      BOOST_TEST_MESSAGE("no write fence on this kernel (" << engine.write_fence()
+                                                           << "): class 33 not checked here");
+      return;
+    }
+    const auto libraries = built_libraries(opts.worker.extensions_dir);
+    BOOST_REQUIRE(!libraries.empty());
+    auto attack = engine.evaluate(hostile(2));
+    BOOST_CHECK(!attack.correct);
+    BOOST_CHECK_EQUAL(to_string(attack.error), "runtime");
+    // Every write refused: the library, the compiler wrapper, a folder of its own choosing.
+    BOOST_CHECK_MESSAGE(test::contains(attack.error_excerpt, "writes refused")
+                          && test::contains(attack.error_excerpt, ".so (Permission denied)")
+                          && test::contains(attack.error_excerpt, ".kbrl-bin/")
+                          && test::contains(attack.error_excerpt, "writes that went through: 0"),
+                        attack.error_excerpt);
+    BOOST_CHECK(built_libraries(opts.worker.extensions_dir) == libraries);
+    BOOST_CHECK(!fs::exists(forged));
+    auto again = engine.evaluate(load_inline_cpu_request(3, 300));
+    BOOST_CHECK_MESSAGE(again.correct, to_string(again.error) << ": " << again.error_excerpt);
+  }
+  // The control: without the fence the same candidate gets through and breaks the other one.
+  opts.worker.extra_env.push_back("KBRL_EVAL_NO_WRITE_FENCE=1");
+  eval_engine open{opts};
+  BOOST_REQUIRE(open.start());
+  BOOST_CHECK_EQUAL(open.write_fence(), "off: KBRL_EVAL_NO_WRITE_FENCE=1");
+  auto attack = open.evaluate(hostile(4));
+  BOOST_CHECK_MESSAGE(attack.correct, to_string(attack.error) << ": " << attack.error_excerpt);
+  BOOST_CHECK(fs::exists(forged));
+  auto broken = open.evaluate(load_inline_cpu_request(5, 300));
+  BOOST_CHECK_MESSAGE(!broken.correct, "the overwritten library still loaded");
+}
+
 BOOST_AUTO_TEST_CASE(reference_timings_are_reused_across_runs) {
   opts.reference_cache_file = dir / "cache/reference_times.jsonl";
   {

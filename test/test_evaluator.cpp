@@ -362,6 +362,12 @@ BOOST_AUTO_TEST_CASE(a_candidates_budget_is_scaled_to_its_problem_once_the_refer
   BOOST_CHECK_EQUAL(eval::scaled_timeout_s(300, 60, 0, 17, 4.0), 77.0);
   BOOST_CHECK_EQUAL(eval::scaled_timeout_s(300, 60, 0, 10, 100.0), 110.0); // 5 s per call
   BOOST_CHECK_EQUAL(eval::scaled_timeout_s(30, 60, 0, 10, 1.0), 30.0);     // never more
+  // A torch-backend candidate with a C++ extension keeps the build allowance until it is built
+  // (on a slow machine its first build took longer than the plain budget).
+  BOOST_CHECK(!eval::may_build_an_extension(kernel_backend::torch, "y = torch.relu(x)"));
+  BOOST_CHECK(eval::may_build_an_extension(
+    kernel_backend::torch, "from torch.utils.cpp_extension import load_inline"));
+  BOOST_CHECK(eval::may_build_an_extension(kernel_backend::cuda, "y = torch.relu(x)"));
   caf::anon_send_exit(sup, caf::exit_reason::user_shutdown);
 }
 

@@ -77,6 +77,13 @@ std::string timing_key(const eval_request& req, const std::string& device) {
 
 } // namespace
 
+bool may_build_an_extension(kernel_backend backend, const std::string& source) {
+  if (backend != kernel_backend::torch)
+    return true;
+  return source.find("load_inline") != std::string::npos
+         || source.find("cpp_extension") != std::string::npos;
+}
+
 double scaled_timeout_s(double requested_s, double base_s, double build_s, int64_t calls,
                         double reference_ms) {
   const double per_call_s = std::max(1.0, 50.0 * reference_ms / 1000.0);
@@ -199,6 +206,9 @@ caf::expected<void> eval_engine::start() {
     return make_error(errc::worker_crashed, "the evaluation worker answered hello with: "
                                               + bounded(*answer, 500));
   device_ = text(doc, "device");
+  write_fence_ = text(doc, "write_fence");
+  if (write_fence_.empty())
+    write_fence_ = "off: the worker did not say";
   needs_restart_ = false;
   restart_planned_ = false;
   last_failure_.clear();
@@ -392,7 +402,7 @@ eval_result eval_engine::evaluate(const eval_request& req) {
   // 3. The worker evaluates, within a budget scaled to the problem once its reference is known.
   auto t = req.timing;
   if (cached != reference_times_.end() && opts_.scaled_timeout_base_s > 0) {
-    const bool built = req.task.backend == kernel_backend::torch
+    const bool built = !may_build_an_extension(req.task.backend, req.candidate_source)
                        || std::filesystem::exists(build_dir_of(req.candidate_source));
     // timed calls are counted twice (the host cross-check, the rotated input sets' checks),
     // plus the coverage profile and the two-runs determinism check

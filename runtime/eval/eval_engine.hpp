@@ -106,6 +106,13 @@ caf::expected<evaluate_answer> parse_evaluate_answer(std::string_view json,
 double scaled_timeout_s(double requested_s, double base_s, double build_s, int64_t calls,
                         double reference_ms);
 
+/// Whether a candidate of `backend` may build an extension when its program is loaded, and so
+/// needs the build allowance of its time budget until its build folder exists: CUDA and HIP
+/// candidates do (load_inline), Triton ones compile on first call; a torch-backend candidate
+/// does only with a C++ CPU extension, which its source names. It only sizes the budget: a
+/// hidden spelling gets the budget of a plain program, no other verdict.
+bool may_build_an_extension(kernel_backend backend, const std::string& source);
+
 /// The stable identity of a piece of source: FNV-1a 64 of the text, as 16 hex digits.
 std::string source_hash(std::string_view text);
 
@@ -149,6 +156,9 @@ public:
   /// Verdicts whose reference model and expected outputs came from the worker's store.
   uint64_t references_shared() const { return references_shared_; }
   isolation_mode isolation() const;
+  /// What confines a candidate process's file writes to its own folders, as the worker said
+  /// at start: "landlock ABI N", or "off: why" (tools/kbrl_eval/write_fence.py).
+  const std::string& write_fence() const { return write_fence_; }
 
   /// Kills the worker now (tests inject faults with it; the next request sees a crash).
   void kill_worker();
@@ -177,6 +187,7 @@ private:
   engine_options opts_;
   std::unique_ptr<worker_process> worker_;
   std::string device_ = "unknown";
+  std::string write_fence_ = "unknown";
   uint64_t next_id_ = 1;
   uint64_t evaluations_ = 0;
   uint64_t since_start_ = 0;

@@ -180,7 +180,7 @@ class NvccTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             cache = os.path.join(d, "cache")
             gcc = shutil.which("gcc")
-            wrapper = host_pch.wrapper_path(gcc, cache)
+            wrapper = host_pch.wrapper_path(gcc, cache, os.path.join(d, "bin"))
             plain = self.compile(d, "a", KERNEL, gcc)
             self.compile(d, "a", KERNEL, wrapper)
             self.assertEqual([r for r, _, fs in os.walk(cache) if "prefix.h.gch" in fs], [],

@@ -243,10 +243,29 @@ def _torch_pch_for(cflags, post_cflags):
     return header
 
 
+HOST_PCH_DIR = ".kbrl-host-pch"
+WRAPPER_DIR = ".kbrl-bin"
+
+
+def prepare_host_compiler_wrapper(build_dir):
+    """Writes the wrapper of nvcc's default host compiler (gcc) for builds in build_dir, before
+    a candidate's code runs: the candidate's process cannot write it afterwards (see
+    host_pch.wrapper_path). A few bytes, written once per folder."""
+    import shutil
+    from .host_pch import wrapper_path
+    real = shutil.which("gcc")
+    if real is None:
+        return
+    parent = os.path.dirname(os.path.abspath(build_dir))
+    wrapper_path(os.path.abspath(real), os.path.join(parent, HOST_PCH_DIR),
+                 os.path.join(parent, WRAPPER_DIR))
+
+
 def _host_compiler_wrapped(cuda_cflags):
     """cuda_cflags with nvcc's host compiler (-ccbin, else the gcc nvcc would run) replaced by
     the wrapper that compiles the host half of .cu sources with a precompiled header
-    (host_pch.py), or None when there is nowhere to keep that header."""
+    (host_pch.py), or None when there is no wrapper to use (nowhere to keep its headers, or
+    a compiler other than the default one once the candidate's writes are fenced)."""
     import shutil
     from .host_pch import wrapper_path
     ext_dir = os.environ.get("TORCH_EXTENSIONS_DIR")
@@ -261,8 +280,11 @@ def _host_compiler_wrapped(cuda_cflags):
     real = flags[at[0] + 1] if at else shutil.which("gcc")
     if not real or os.path.isdir(real):
         return None  # a folder of compilers: nvcc picks one by name, which the wrapper cannot
-    cache = os.path.join(os.path.dirname(os.path.abspath(ext_dir)), ".kbrl-host-pch")
-    wrapper = wrapper_path(os.path.abspath(shutil.which(real) or real), cache)
+    parent = os.path.dirname(os.path.abspath(ext_dir))
+    wrapper = wrapper_path(os.path.abspath(shutil.which(real) or real),
+                           os.path.join(parent, HOST_PCH_DIR), os.path.join(parent, WRAPPER_DIR))
+    if wrapper is None:
+        return None
     if at:
         flags[at[0] + 1] = wrapper
     else:

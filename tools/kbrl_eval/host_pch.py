@@ -14,7 +14,7 @@ GCC precompiled header and shared by every source with the same headers and flag
 second source that has them on; at most MAX_HEADERS); each source then compiles its own part
 with `-include` of that header.
 
-This file is the wrapper: nvcc is given `-ccbin WRAPPER` (write_wrapper, called from
+This file is the wrapper: nvcc is given `-ccbin WRAPPER` (wrapper_path, called from
 extension_builds.install_torch_pch), and the wrapper runs the real compiler as it was asked,
 except for the compile of a cudafe1.cpp, which goes through the precompiled header. Anything
 unexpected (the file's shape, the header not compiling, the split compile failing) falls back
@@ -45,11 +45,14 @@ _ANON_DEFINE = re.compile(r"^#define _NV_ANON_NAMESPACE _GLOBAL__N_(_\w+)$", re.
 _MAIN_MARKER = re.compile(r'^# 1 "([^"\n]+)"\n')
 
 
-def wrapper_path(real_compiler, cache_dir):
-    """The wrapper script for real_compiler, written once into cache_dir/bin-<hash>/ under the
-    real compiler's own name (nvcc tells compiler families apart by name)."""
+def wrapper_path(real_compiler, cache_dir, bin_dir):
+    """The wrapper script for real_compiler (its headers kept in cache_dir), written once into
+    bin_dir/bin-<hash>/ under the real compiler's own name (nvcc tells compiler families apart
+    by name); None when it is not there and cannot be written. bin_dir is kept apart from
+    cache_dir: candidate processes may write the headers' cache but not the script every
+    build runs (write_fence.py), so the script is written before a candidate's code runs."""
     key = hashlib.sha256(("%s\0%s" % (real_compiler, sys.executable)).encode()).hexdigest()[:12]
-    folder = os.path.join(cache_dir, "bin-" + key)
+    folder = os.path.join(bin_dir, "bin-" + key)
     path = os.path.join(folder, os.path.basename(real_compiler))
     script = "#!/bin/sh\nexec %s %s %s %s \"$@\"\n" % tuple(
         _sh_quote(x) for x in (sys.executable, os.path.abspath(__file__), real_compiler,
@@ -60,12 +63,15 @@ def wrapper_path(real_compiler, cache_dir):
                 return path
     except OSError:
         pass
-    os.makedirs(folder, exist_ok=True)
-    tmp = "%s.%d.tmp" % (path, os.getpid())
-    with open(tmp, "w") as f:
-        f.write(script)
-    os.chmod(tmp, 0o755)
-    os.replace(tmp, path)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        tmp = "%s.%d.tmp" % (path, os.getpid())
+        with open(tmp, "w") as f:
+            f.write(script)
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, path)
+    except OSError:
+        return None
     return path
 
 

@@ -15,6 +15,7 @@ Any exception of the candidate's becomes {"id", "error": "compile"|"runtime", "e
 
 import importlib
 import os
+import tempfile
 import time
 import traceback
 
@@ -23,10 +24,12 @@ import torch
 from . import cudart
 from .channel import ChannelClosed
 from .common import CandidateError, DISCARD_FIRST, format_exception, truncate
+from .extension_builds import prepare_host_compiler_wrapper
 from .guards import FlagState, NamespaceGuard
 from .modules import exec_module, seed_everything
 from .shared_tensors import SharedView, clone_args, decode_value, dtype_name, dtype_of
 from .timing import TrialPlan, flush_buffer, timed_loop
+from .write_fence import restrict_writes, shared_caches
 
 # captured before any candidate code runs: a candidate that replaces these module attributes
 # does not change what the timing loop calls (the harness's wall clock checks the rest)
@@ -57,6 +60,7 @@ class Runner:
         self.flush = None
         self.dtype = torch.float32
         self.l2_bytes = 0
+        self.write_fence = "not yet"  # "on", or why it is off (_fence_writes)
         if cuda:
             global _Event, _synchronize
             torch.cuda.set_device(0)
@@ -102,6 +106,23 @@ class Runner:
             self.ch.send(ans)
 
     # -- helpers -------------------------------------------------------------------------------
+
+    def _fence_writes(self, work, build_dir):
+        """Before the candidate's code: its builds go to build_dir, its temporary files and
+        caches (TMPDIR, HOME, Triton's) into its own folder, and from here on this process
+        writes nowhere else but the shared precompiled headers (write_fence.py). A kernel
+        without Landlock leaves the fence off; the worker said so when it started."""
+        os.makedirs(build_dir, exist_ok=True)
+        os.environ["TORCH_EXTENSIONS_DIR"] = build_dir
+        tmp = os.path.join(work, "tmp")
+        os.makedirs(tmp, exist_ok=True)
+        os.environ["TMPDIR"] = tmp
+        os.environ["HOME"] = work
+        os.environ["TRITON_CACHE_DIR"] = os.path.join(work, "triton-cache")
+        tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+        prepare_host_compiler_wrapper(build_dir)
+        writable = [work, build_dir, "/dev", "/proc"] + shared_caches(build_dir)
+        self.write_fence = restrict_writes(writable) or "on"
 
     def _seed(self, s):
         seed_everything(s, self.cuda)
@@ -262,8 +283,7 @@ class Runner:
         os.makedirs(work, exist_ok=True)
         build_dir = msg["build_dir"]
         self.replacements = [(work + os.sep, ""), (build_dir, "<build_dir>")]
-        os.makedirs(build_dir, exist_ok=True)
-        os.environ["TORCH_EXTENSIONS_DIR"] = build_dir
+        self._fence_writes(work, build_dir)
         path = os.path.join(work, "candidate.py")
         t0 = _perf_counter()
         try:
@@ -427,8 +447,7 @@ class Runner:
         work = msg["dir"]
         os.makedirs(work, exist_ok=True)
         build_dir = msg["build_dir"]
-        os.makedirs(build_dir, exist_ok=True)
-        os.environ["TORCH_EXTENSIONS_DIR"] = build_dir
+        self._fence_writes(work, build_dir)
         self.replacements = [(work + os.sep, ""), (build_dir, "<build_dir>")]
         path = os.path.join(work, "candidate.py")
         try:

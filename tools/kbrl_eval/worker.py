@@ -20,6 +20,7 @@ import traceback
 from .common import (BudgetExceeded, CandidateError, memory_limit_bytes, now, rss_mb,
                      sanitize, truncate, zero_stats)
 from .reference_store import ReferenceStore
+from . import write_fence
 
 # Candidate processes kept starting up ahead of their candidates. Each start (CUDA context, the
 # profiler's first use) takes about 3.6 s on an H200, so back-to-back candidates of 1-2 s wait
@@ -191,7 +192,7 @@ class Worker:
         ans = {"id": req["id"], "ok": self.torch_error is None, "device": self.device_name,
                "torch": self.torch_version, "cuda": self.cuda, "pid": os.getpid(),
                "torch_compile": self.torch_error is None and hasattr(torch, "compile"),
-               "isolation": "process"}
+               "isolation": "process", "write_fence": write_fence.probe()}
         if self.torch_error:
             ans["error"] = self.torch_error
         return ans

@@ -359,14 +359,27 @@ BOOST_AUTO_TEST_CASE(a_build_ahead_is_only_loaded_by_the_evaluating_worker) {
   auto built = builder.build(req);
   BOOST_REQUIRE_MESSAGE(built.compiled, to_string(built.error) << ": " << built.error_excerpt);
   BOOST_TEST_MESSAGE("build ahead took " << built.compile_seconds << " s");
-  // The C++ half of the build used the precompiled torch/extension.h, made once beside the
-  // build folders.
   auto libraries_before = built_libraries(opts.worker.extensions_dir);
   BOOST_REQUIRE(!libraries_before.empty());
-  BOOST_CHECK(!find_files(opts.worker.extensions_dir + "/.kbrl-pch", ".gch").empty());
-  for (auto& ninja : find_files(opts.worker.extensions_dir, "build.ninja"))
-    BOOST_CHECK_MESSAGE(test::read_file(ninja).find("kbrl_torch_extension.h") != std::string::npos,
-                        ninja << " does not include the precompiled header");
+  // The fenced build could not write the precompiled torch/extension.h it found missing: it
+  // wished for it, and the worker has it made beside the build folders (pch_maker.py). The
+  // next source with the same flags compiles its C++ half with it.
+  const auto pch = opts.worker.extensions_dir + "/.kbrl-pch";
+  BOOST_REQUIRE_MESSAGE(
+    test::eventually([&] { return !find_files(pch, ".gch").empty(); }, std::chrono::seconds(300)),
+    "no precompiled header in " << pch);
+  auto second = req;
+  second.candidate_source += "\n# the same extension, another source: another build folder\n";
+  auto built_second = builder.build(second);
+  BOOST_REQUIRE_MESSAGE(built_second.compiled,
+                        to_string(built_second.error) << ": " << built_second.error_excerpt);
+  BOOST_TEST_MESSAGE("the second build ahead took " << built_second.compile_seconds << " s");
+  const auto ninja = fs::path(builder.build_dir_of(second.candidate_source))
+                     / (cuda ? "kbrl_test_relu_cuda" : "kbrl_test_relu_cpu") / "build.ninja";
+  BOOST_CHECK_MESSAGE(test::read_file(ninja.string()).find("kbrl_torch_extension.h")
+                        != std::string::npos,
+                      ninja << " does not include the precompiled header");
+  libraries_before = built_libraries(opts.worker.extensions_dir);
   eval_engine evaluator{opts}; // same extensions folder, a different worker process
   auto res = evaluator.evaluate(req);
   BOOST_REQUIRE_MESSAGE(res.correct, to_string(res.error) << ": " << res.error_excerpt);
@@ -538,10 +551,12 @@ BOOST_AUTO_TEST_CASE(a_candidate_cannot_write_another_candidates_build_folder) {
     auto attack = engine.evaluate(hostile(2));
     BOOST_CHECK(!attack.correct);
     BOOST_CHECK_EQUAL(to_string(attack.error), "runtime");
-    // Every write refused: the library, the compiler wrapper, a folder of its own choosing.
+    // Every write refused: the library, the compiler wrapper, the precompiled header the
+    // first build wished for (being made, or made), a folder of its own choosing.
     BOOST_CHECK_MESSAGE(test::contains(attack.error_excerpt, "writes refused")
                           && test::contains(attack.error_excerpt, ".so (Permission denied)")
                           && test::contains(attack.error_excerpt, ".kbrl-bin/")
+                          && test::contains(attack.error_excerpt, ".kbrl-pch/")
                           && test::contains(attack.error_excerpt, "writes that went through: 0"),
                         attack.error_excerpt);
     BOOST_CHECK(built_libraries(opts.worker.extensions_dir) == libraries);

@@ -184,7 +184,7 @@ def install_library_reuse(cpp_extension):
     cpp_extension._write_ninja_file_and_build_library = build_library
 
 
-PCH_HEADER = "kbrl_torch_extension.h"
+from .pch_maker import TORCH_HEADER as PCH_HEADER  # noqa: E402 - beside its one user
 PCH_TIMEOUT_S = 600
 
 
@@ -199,22 +199,25 @@ def _torch_pch_for(cflags, post_cflags):
     a .gch against the compile's flags and silently parses the header instead when they differ,
     so a stale or foreign .gch costs speed, never correctness."""
     import fcntl
-    import hashlib
     import subprocess
+    from . import pch_maker
     ext_dir = os.environ.get("TORCH_EXTENSIONS_DIR")
     if not ext_dir:
         return None
     flags = [f for f in list(cflags or []) + list(post_cflags or [])
              if not f.startswith("-DTORCH_EXTENSION_NAME=")]
     compiler = os.environ.get("CXX", "c++")
-    key = hashlib.sha256("\0".join([compiler] + flags).encode()).hexdigest()[:16]
-    folder = os.path.join(os.path.dirname(os.path.abspath(ext_dir)), ".kbrl-pch", key)
+    folder = pch_maker.torch_folder(ext_dir, compiler, flags)
     header = os.path.join(folder, PCH_HEADER)
     gch = header + ".gch"
     failed = os.path.join(folder, "failed")
     if os.path.exists(gch):
         return header
     if os.path.exists(failed):
+        return None
+    if pch_maker.fenced():
+        # a fenced candidate reads the cache only: the worker has the header made (pch_maker)
+        pch_maker.wish("torch", {"compiler": compiler, "flags": flags})
         return None
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "lock"), "w") as lock:

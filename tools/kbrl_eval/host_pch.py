@@ -33,13 +33,19 @@ import shutil
 import subprocess
 import sys
 
+try:
+    from . import pch_maker
+except ImportError:  # run as a script by the wrapper: its folder's parent is not on the path
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from kbrl_eval import pch_maker
+
 FIXED_MODULE_ID = "_kbrl_host_pch"
-PREFIX_HEADER = "prefix.h"
+PREFIX_HEADER = pch_maker.PREFIX_HEADER
 MIN_PREFIX_LINES = 20000  # below this the header part is not worth a precompiled header
 PCH_TIMEOUT_S = 600
 # A header is some 330 MB and costs more than the compile it replaces, so it is made for a
 # prefix seen before (a second source with the same headers), and at most MAX_HEADERS of them.
-MAX_HEADERS = 12
+MAX_HEADERS = pch_maker.MAX_HOST_HEADERS
 
 _ANON_DEFINE = re.compile(r"^#define _NV_ANON_NAMESPACE _GLOBAL__N_(_\w+)$", re.M)
 _MAIN_MARKER = re.compile(r'^# 1 "([^"\n]+)"\n')
@@ -137,17 +143,18 @@ def precompiled_prefix(real, flags, prefix, cache_dir):
     """The path of PREFIX_HEADER for this prefix and flags, with its .gch beside it, or None
     when there is none to use: the prefix is seen for the first time (it is marked seen), the
     cache already holds MAX_HEADERS, or making it failed. One process makes it; the others
-    wait for it and reuse it."""
-    key = hashlib.sha256()
-    for part in [real] + flags:
-        key.update(part.encode("utf-8", "surrogateescape") + b"\0")
-    key.update(prefix.encode("utf-8", "surrogateescape"))
-    folder = os.path.join(cache_dir, key.hexdigest()[:24])
+    wait for it and reuse it. A fenced candidate's build (write_fence.py) only reads the cache:
+    on a miss it wishes for the header, and the worker has it made (pch_maker.py)."""
+    folder = pch_maker.host_folder(cache_dir, real, flags, prefix)
     header = os.path.join(folder, PREFIX_HEADER)
     gch, failed = header + ".gch", os.path.join(folder, "failed")
     if os.path.exists(gch):
         return header
     if os.path.exists(failed):
+        return None
+    if pch_maker.fenced():
+        # a fenced candidate's build reads the cache only: the worker has the header made
+        pch_maker.wish("host", {"compiler": real, "flags": flags}, prefix)
         return None
     seen = os.path.join(folder, "seen")
     if not os.path.exists(seen):

@@ -29,7 +29,7 @@ from .guards import FlagState, NamespaceGuard
 from .modules import exec_module, seed_everything
 from .shared_tensors import SharedView, clone_args, decode_value, dtype_name, dtype_of
 from .timing import TrialPlan, flush_buffer, timed_loop
-from .write_fence import restrict_writes, shared_caches
+from .write_fence import restrict_writes
 
 # captured before any candidate code runs: a candidate that replaces these module attributes
 # does not change what the timing loop calls (the harness's wall clock checks the rest)
@@ -110,8 +110,8 @@ class Runner:
     def _fence_writes(self, work, build_dir):
         """Before the candidate's code: its builds go to build_dir, its temporary files and
         caches (TMPDIR, HOME, Triton's) into its own folder, and from here on this process
-        writes nowhere else but the shared precompiled headers (write_fence.py). A kernel
-        without Landlock leaves the fence off; the worker said so when it started."""
+        writes nowhere else (write_fence.py). A kernel without Landlock leaves the fence off;
+        the worker said so when it started."""
         os.makedirs(build_dir, exist_ok=True)
         os.environ["TORCH_EXTENSIONS_DIR"] = build_dir
         tmp = os.path.join(work, "tmp")
@@ -121,8 +121,11 @@ class Runner:
         os.environ["TRITON_CACHE_DIR"] = os.path.join(work, "triton-cache")
         tempfile.tempdir = None  # gettempdir() reads TMPDIR again
         prepare_host_compiler_wrapper(build_dir)
-        writable = [work, build_dir, "/dev", "/proc"] + shared_caches(build_dir)
-        self.write_fence = restrict_writes(writable) or "on"
+        self.write_fence = restrict_writes([work, build_dir, "/dev", "/proc"]) or "on"
+        if self.write_fence == "on":
+            # the builds read the shared precompiled headers and wish for missing ones
+            # (pch_maker.py); the processes they start see it too
+            os.environ["KBRL_WRITE_FENCE"] = "on"
 
     def _seed(self, s):
         seed_everything(s, self.cuda)

@@ -8,8 +8,9 @@ candidate's library with one that answers from the reference, and that candidate
 would be forged. With it, a candidate process writes only:
   - its own folder (the candidate's files, TMPDIR and HOME point into it),
   - its own build folder (TORCH_EXTENSIONS_DIR, keyed by the hash of its source),
-  - the shared precompiled-header folders (.kbrl-pch, .kbrl-host-pch; see `shared_caches`),
   - /dev (GPU device files are opened for writing; /dev/shm is the sandbox's own) and /proc.
+The shared precompiled headers (.kbrl-pch, .kbrl-host-pch) and the host-compiler wrapper
+(.kbrl-bin) are read only: the worker has missing headers made (pch_maker.py).
 The restriction is the kernel's, holds for every process the candidate starts, and cannot be
 lifted by the process. Where the kernel has no Landlock (or a container's seccomp refuses it)
 `restrict_writes` says why and the candidate runs without the fence; the worker reports that
@@ -86,14 +87,6 @@ def writes_for(abi):
     if abi >= 3:
         rights |= _TRUNCATE
     return rights
-
-
-def shared_caches(build_dir):
-    """The shared precompiled-header folders beside a candidate's build folder (its
-    TORCH_EXTENSIONS_DIR): extension_builds.py and host_pch.py make them on first use, from
-    any candidate's build."""
-    parent = os.path.dirname(os.path.abspath(build_dir))
-    return [os.path.join(parent, ".kbrl-pch"), os.path.join(parent, ".kbrl-host-pch")]
 
 
 def restrict_writes(writable):

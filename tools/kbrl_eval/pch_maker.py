@@ -1,0 +1,316 @@
+"""The precompiled headers' trusted maker.
+
+A precompiled header in .kbrl-pch (torch/extension.h for main.cpp, extension_builds.py) or
+.kbrl-host-pch (the torch part of nvcc's host compile, host_pch.py) is included by every later
+build with the same flags. A candidate that could write one would compile its own code into
+other candidates' libraries, so fenced candidate processes (write_fence.py) only read these
+caches. When a fenced build finds no header for its flags it compiles without one and leaves a
+wish in its own build folder (`wish`). Once the candidate's process is gone the worker hands the
+folder to `collect`, which checks each wish - the compiler is the one kbrl runs, every flag is of
+a known kind and names only trusted folders - and starts a maker process for it. The maker writes
+only the header's own cache folder (its own write fence) and builds the header from what the key
+is made of: compiler, flags and, for the host header, the prefix text. What a header holds is so
+a function of its key, and a candidate can put into another's build only what that build would
+compile itself. Later builds with those flags find the header.
+
+    python3 -m kbrl_eval.pch_maker SPEC.json      (what collect starts)"""
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+
+WISHES = ".kbrl-pch-wishes"
+PCH_DIR = ".kbrl-pch"
+HOST_PCH_DIR = ".kbrl-host-pch"
+TORCH_HEADER = "kbrl_torch_extension.h"
+PREFIX_HEADER = "prefix.h"
+# A host header is some 330 MB and costs more than the compile it replaces: made for a prefix
+# seen before (a second source with the same headers), at most this many (host_pch.py).
+MAX_HOST_HEADERS = 12
+MAX_TORCH_HEADERS = 32  # one per flag set (candidates' extra_cflags), some 200 MB each
+PCH_TIMEOUT_S = 600
+# What one candidate's wishes may ask of the worker: a wish is read only when its files are
+# small enough, and only so many makers run at once.
+MAX_WISH_BYTES = 1 << 20
+MAX_PREFIX_BYTES = 64 << 20
+MAX_MAKERS = 4
+
+_makers = []  # maker processes started and not yet reaped
+
+# Flags without a path: macros, language and code-generation switches, warnings. Anything that
+# runs or loads another program (-fplugin, -B, -specs, -Wl, -Wp, -Xlinker) or names a file is
+# not among them.
+# Torch's flags reach the maker's compile through /bin/sh (as through ninja): a macro's value
+# and a path are plain shell words, with no character the shell would expand or split on.
+_PLAIN_FLAG = re.compile(r"^(-D[A-Za-z_]\w*(=[\w.\\\"+,:/=-]*)?|-U[A-Za-z_]\w*|-std=[\w+]+|-O[0-3sgz]?|-Ofast"
+                         r"|-fPIC|-fpic|-pthread|-m64|-m(arch|tune)=[\w.-]+|-g[0-3]?|-w"
+                         r"|-W(no-)?[a-z][\w=+-]*|-f(no-)?[a-z][\w=+-]*|-x|c\+\+|c\+\+-header)$")
+_FORBIDDEN = ("-fplugin", "-fdump", "-fprofile", "-fauto-profile", "-fcallgraph", "-fstack-usage",
+              "-fopt-info", "-fsave", "-frecord")
+_PATH_FLAGS = ("-I", "-isystem", "-iquote", "-idirafter")
+_SHELL_WORD = re.compile(r"^[\w./+-]+$")
+
+
+def torch_folder(build_dir, compiler, flags):
+    """The .kbrl-pch folder of torch/extension.h made with compiler and flags (the flags without
+    -DTORCH_EXTENSION_NAME=, which no torch header uses), beside build_dir's parent."""
+    key = hashlib.sha256("\0".join([compiler] + list(flags)).encode()).hexdigest()[:16]
+    return os.path.join(os.path.dirname(os.path.abspath(build_dir)), PCH_DIR, key)
+
+
+def host_folder(cache_dir, real, flags, prefix):
+    """The .kbrl-host-pch folder of a cudafe1 prefix compiled by real with flags."""
+    key = hashlib.sha256()
+    for part in [real] + list(flags):
+        key.update(part.encode("utf-8", "surrogateescape") + b"\0")
+    key.update(prefix.encode("utf-8", "surrogateescape"))
+    return os.path.join(cache_dir, key.hexdigest()[:24])
+
+
+def fenced():
+    """Whether this process's writes are fenced (runner sets it once the fence is on; the
+    builds it starts inherit it): its builds wish for headers instead of making them."""
+    return os.environ.get("KBRL_WRITE_FENCE") == "on"
+
+
+def wish(kind, spec, prefix=None):
+    """Leaves a wish for a header in this build's folder (TORCH_EXTENSIONS_DIR); best effort."""
+    build_dir = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if not build_dir:
+        return
+    folder = os.path.join(build_dir, WISHES)
+    name = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+    try:
+        os.makedirs(folder, exist_ok=True)
+        if prefix is not None:
+            with open(os.path.join(folder, name + ".h"), "w", errors="surrogateescape") as f:
+                f.write(prefix)
+        with open(os.path.join(folder, name + ".json"), "w") as f:
+            json.dump(dict(spec, kind=kind), f)
+    except OSError:
+        pass
+
+
+def _trusted_roots(build_dir):
+    """Folders a header's include paths may name: torch's, Python's, the system's, CUDA's, and
+    the wishing build's own folder (only builds of the same source share that path)."""
+    import torch
+    paths = sysconfig.get_paths()
+    roots = [os.path.dirname(os.path.abspath(torch.__file__)), "/usr/include", "/usr/local/include",
+             paths.get("include"), paths.get("platinclude"), os.environ.get("CUDA_HOME"),
+             "/usr/local/cuda", os.path.abspath(build_dir)]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        roots.append(os.path.dirname(os.path.dirname(os.path.realpath(nvcc))))
+    return [os.path.realpath(r) for r in roots if r]
+
+
+def check_flags(flags, roots):
+    """'' when every flag is allowed, else why not."""
+    i = 0
+    while i < len(flags):
+        f = flags[i]
+        if not isinstance(f, str):
+            return "a flag that is not text"
+        path = None
+        for p in _PATH_FLAGS:
+            if f == p and i + 1 < len(flags):
+                path, i = flags[i + 1], i + 1  # "-isystem", "/x" (nvcc's host flags)
+                break
+            if f.startswith(p + " "):
+                path = f[len(p) + 1:]  # "-isystem /x": torch's, one shell line to be
+                break
+            if f.startswith(p) and len(f) > len(p) and p == "-I":
+                path = f[2:]
+                break
+        if path is not None:
+            if not _SHELL_WORD.match(path):
+                return "include folder %r is not a plain path" % path
+            real = os.path.realpath(path)
+            if not any(real == r or real.startswith(r + os.sep) for r in roots):
+                return "include folder %s is not a trusted one" % path
+        elif f.startswith(_FORBIDDEN) or not _PLAIN_FLAG.match(f):
+            return "flag %r is not allowed" % f
+        i += 1
+    return ""
+
+
+def _made(cache, header_name):
+    return [d for d in os.listdir(cache)
+            if os.path.exists(os.path.join(cache, d, header_name + ".gch"))]
+
+
+def _plan(wish_file, build_dir, roots):
+    """(spec for the maker, None) for a wish worth making, or (None, why not)."""
+    if os.path.getsize(wish_file) > MAX_WISH_BYTES:
+        return None, "the wish is too large"
+    with open(wish_file) as f:
+        w = json.load(f)
+    if not isinstance(w, dict):
+        return None, "the wish is not an object"
+    flags = w.get("flags")
+    if not isinstance(flags, list):
+        return None, "no flags"
+    why = check_flags(flags, roots)
+    if why:
+        return None, why
+    if w.get("kind") == "torch":
+        compiler = os.environ.get("CXX", "c++")
+        if w.get("compiler") != compiler:
+            return None, "compiler %r is not %r" % (w.get("compiler"), compiler)
+        folder = torch_folder(build_dir, compiler, flags)
+        cache = os.path.dirname(folder)
+        if os.path.isdir(cache) and len(_made(cache, TORCH_HEADER)) >= MAX_TORCH_HEADERS:
+            return None, "the cache holds %d torch headers" % MAX_TORCH_HEADERS
+        return {"kind": "torch", "folder": folder, "compiler": compiler, "flags": flags}, None
+    if w.get("kind") == "host":
+        gcc = shutil.which("gcc")
+        real = w.get("compiler")
+        if gcc is None or real != os.path.abspath(gcc):
+            return None, "host compiler %r is not gcc" % real
+        parent = os.path.dirname(os.path.abspath(build_dir))
+        prefix_file = wish_file[:-len(".json")] + ".h"
+        if os.path.getsize(prefix_file) > MAX_PREFIX_BYTES:
+            return None, "the prefix is too large"
+        with open(prefix_file, errors="surrogateescape") as f:
+            prefix = f.read()
+        cache = os.path.join(parent, HOST_PCH_DIR)
+        folder = host_folder(cache, real, flags, prefix)
+        # a prefix seen once gets no header (most are never seen again); the second sight does
+        if not os.path.exists(os.path.join(folder, "seen")):
+            os.makedirs(folder, exist_ok=True)
+            open(os.path.join(folder, "seen"), "w").close()
+            return None, "seen once"
+        if len(_made(cache, PREFIX_HEADER)) >= MAX_HOST_HEADERS:
+            return None, "the cache holds %d host headers" % MAX_HOST_HEADERS
+        return {"kind": "host", "folder": folder, "compiler": real, "flags": flags,
+                "prefix": prefix}, None
+    return None, "unknown kind"
+
+
+def collect(build_dir, log=lambda m: None):
+    """Starts a maker for every sound wish left in build_dir (the candidate that left them is
+    gone) and removes the wishes; returns how many makers started. Never raises."""
+    _reap()
+    folder = os.path.join(build_dir, WISHES)
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.endswith(".json"))
+    except OSError:
+        return 0
+    started = 0
+    try:
+        roots = _trusted_roots(build_dir)
+        for name in names:
+            if len(_makers) >= MAX_MAKERS:
+                break
+            try:
+                spec, why = _plan(os.path.join(folder, name), build_dir, roots)
+            except (OSError, ValueError) as e:
+                spec, why = None, str(e)
+            if spec is None:
+                if why != "seen once":
+                    log("precompiled header not made: %s" % why)
+                continue
+            gch = os.path.join(spec["folder"], _header_name(spec) + ".gch")
+            if os.path.exists(gch) or os.path.exists(os.path.join(spec["folder"], "failed")):
+                continue
+            os.makedirs(spec["folder"], exist_ok=True)
+            with open(os.path.join(spec["folder"], "spec.json"), "w",
+                      errors="surrogateescape") as f:
+                json.dump(spec, f)
+            # below the evaluations' priority: it shares the machine with their timings
+            nice = shutil.which("nice")
+            _makers.append(subprocess.Popen(
+                ([nice, "-n", "10"] if nice else [])
+                + [sys.executable, "-c", "import sys; sys.path.insert(0, %r); "
+                   "from kbrl_eval.pch_maker import main; sys.exit(main(sys.argv[1:]))"
+                   % os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                   os.path.join(spec["folder"], "spec.json")],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                close_fds=True, start_new_session=True))
+            started += 1
+    except Exception as e:  # noqa: BLE001 - a missing speed-up is not an evaluation's failure
+        log("precompiled headers: %s" % e)
+    shutil.rmtree(folder, ignore_errors=True)
+    return started
+
+
+def _reap():
+    for p in list(_makers):
+        if p.poll() is not None:
+            _makers.remove(p)
+
+
+def wait_for_makers(timeout_s):
+    """Tests and benchmarks: until the makers started so far are done."""
+    for p in list(_makers):
+        try:
+            p.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            pass
+    _reap()
+
+
+def _header_name(spec):
+    return TORCH_HEADER if spec["kind"] == "torch" else PREFIX_HEADER
+
+
+def make(spec):
+    """Builds the header of spec in spec['folder'] (one maker at a time per folder); True when
+    the .gch is there afterwards."""
+    from .write_fence import restrict_writes
+    folder = spec["folder"]
+    tmp = os.path.join(folder, "tmp")
+    os.makedirs(tmp, exist_ok=True)
+    os.environ["TMPDIR"] = tmp
+    restrict_writes([folder])  # flags are checked; whatever they do stays in this folder
+    header = os.path.join(folder, _header_name(spec))
+    gch = header + ".gch"
+    with open(os.path.join(folder, "lock"), "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False  # another maker has it
+        if os.path.exists(gch):
+            return True
+        with open(header, "w", errors="surrogateescape") as f:
+            f.write("#pragma once\n#include <torch/extension.h>\n" if spec["kind"] == "torch"
+                    else spec["prefix"])
+        out = "%s.%d.tmp" % (gch, os.getpid())
+        if spec["kind"] == "torch":
+            # torch runs its flags through /bin/sh (ninja): so does this, or a macro like
+            # PYBIND11_COMPILER_TYPE would differ from the real compile
+            import shlex
+            cmd = " ".join([shlex.quote(spec["compiler"]), "-x", "c++-header"] + spec["flags"]
+                           + [shlex.quote(header), "-o", shlex.quote(out)])
+        else:
+            cmd = [spec["compiler"]] + spec["flags"] + ["-x", "c++-header", header, "-o", out]
+        try:
+            proc = subprocess.run(cmd, shell=spec["kind"] == "torch", stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, timeout=PCH_TIMEOUT_S)
+            ok, text = proc.returncode == 0, proc.stdout.decode(errors="replace")
+        except (OSError, subprocess.SubprocessError) as e:
+            ok, text = False, str(e)
+        if not ok:
+            with open(os.path.join(folder, "failed"), "w") as f:
+                f.write(str(cmd) + "\n" + text[-4000:])
+            return False
+        os.replace(out, gch)
+    shutil.rmtree(tmp, ignore_errors=True)
+    return True
+
+
+def main(argv):
+    with open(argv[0], errors="surrogateescape") as f:
+        spec = json.load(f)
+    return 0 if make(spec) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -54,9 +54,9 @@ _MAIN_MARKER = re.compile(r'^# 1 "([^"\n]+)"\n')
 def wrapper_path(real_compiler, cache_dir, bin_dir):
     """The wrapper script for real_compiler (its headers kept in cache_dir), written once into
     bin_dir/bin-<hash>/ under the real compiler's own name (nvcc tells compiler families apart
-    by name); None when it is not there and cannot be written. bin_dir is kept apart from
-    cache_dir: candidate processes may write the headers' cache but not the script every
-    build runs (write_fence.py), so the script is written before a candidate's code runs."""
+    by name); None when it is not there and cannot be written. A fenced candidate process
+    writes neither (write_fence.py): the script is written before its code runs, into bin_dir,
+    apart from the headers the worker has made into cache_dir (pch_maker.py)."""
     key = hashlib.sha256(("%s\0%s" % (real_compiler, sys.executable)).encode()).hexdigest()[:12]
     folder = os.path.join(bin_dir, "bin-" + key)
     path = os.path.join(folder, os.path.basename(real_compiler))

@@ -60,7 +60,6 @@ class Runner:
         self.flush = None
         self.dtype = torch.float32
         self.l2_bytes = 0
-        self.write_fence = "not yet"  # "on", or why it is off (_fence_writes)
         if cuda:
             global _Event, _synchronize
             torch.cuda.set_device(0)
@@ -121,8 +120,7 @@ class Runner:
         os.environ["TRITON_CACHE_DIR"] = os.path.join(work, "triton-cache")
         tempfile.tempdir = None  # gettempdir() reads TMPDIR again
         prepare_host_compiler_wrapper(build_dir)
-        self.write_fence = restrict_writes([work, build_dir, "/dev", "/proc"]) or "on"
-        if self.write_fence == "on":
+        if restrict_writes([work, build_dir, "/dev", "/proc"]) == "":
             # the builds read the shared precompiled headers and wish for missing ones
             # (pch_maker.py); the processes they start see it too
             os.environ["KBRL_WRITE_FENCE"] = "on"

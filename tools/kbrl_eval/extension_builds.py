@@ -7,6 +7,8 @@ candidate process, forked from the zygote)."""
 import os
 import shlex
 
+from .pch_maker import HOST_PCH_DIR, TORCH_HEADER as PCH_HEADER
+
 
 def install_build_reuse(cpp_extension):
     """Lets a worker load an extension that another process already built into the same folder.
@@ -184,7 +186,6 @@ def install_library_reuse(cpp_extension):
     cpp_extension._write_ninja_file_and_build_library = build_library
 
 
-from .pch_maker import TORCH_HEADER as PCH_HEADER  # noqa: E402 - beside its one user
 PCH_TIMEOUT_S = 600
 
 
@@ -246,7 +247,6 @@ def _torch_pch_for(cflags, post_cflags):
     return header
 
 
-HOST_PCH_DIR = ".kbrl-host-pch"
 WRAPPER_DIR = ".kbrl-bin"
 
 

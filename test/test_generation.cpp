@@ -549,6 +549,94 @@ BOOST_AUTO_TEST_CASE(adapters_swap_between_batches) {
   BOOST_CHECK(engine.generate(reqs)[0].completion_tokens == with_v2[0].completion_tokens);
 }
 
+BOOST_AUTO_TEST_CASE(overlapped_steps_give_the_same_results) {
+  // Step overlap (launch a step before taking the last one's tokens) is the default on CUDA
+  // only; here it runs on the CPU against the plain order, request by request: greedy and
+  // sampled rows, top-p, stop tokens, stop strings, max_new_tokens, a full cache slot, more
+  // requests than slots (refilled mid-run), a cancel and an adapter swap with a step in flight.
+  temp_dir dir;
+  auto m = tiny_transformer(dir, tiny_model_config("llama"));
+  const auto tok = kbrl::test::byte_tokenizer();
+  const auto engine_with = [&](generation_engine_options::overlap_mode overlap) {
+    generation_engine_options o;
+    o.slots = 3;
+    o.max_sequence_length = 40;
+    o.key_block = 16;
+    o.step_overlap = overlap;
+    auto e = generation_engine::create(m, tok, o);
+    BOOST_REQUIRE_MESSAGE(e, why(e));
+    return std::move(*e);
+  };
+  using mode = generation_engine_options::overlap_mode;
+  auto plain = engine_with(mode::off), overlapped = engine_with(mode::on);
+  const auto free_run = plain.generate({token_request(50, prompt_of(4, 9), 0.0, 16)}).at(0);
+  BOOST_REQUIRE_EQUAL(free_run.completion_tokens.size(), 16u);
+
+  std::vector<generation_request> reqs;
+  for (int i = 0; i < 8; ++i) {
+    auto r = token_request(100 + i, prompt_of(3 + (i * 5) % 9, i), i % 3 ? 0.8 : 0.0,
+                           1 + (i * 7) % 13, /*seed=*/2000 + i);
+    r.params.top_p = i % 4 == 1 ? 0.9 : 1.0;
+    reqs.push_back(r);
+  }
+  auto stop_token = token_request(200, prompt_of(4, 9), 0.0, 16);
+  stop_token.params.stop_token_ids = {free_run.completion_tokens[5]};
+  auto stop_string = token_request(201, prompt_of(4, 9), 0.0, 16);
+  stop_string.params.stop_strings = {free_run.completion_text.substr(4, 2)};
+  reqs.push_back(stop_token);
+  reqs.push_back(stop_string);
+  reqs.push_back(token_request(202, prompt_of(36, 3), 0.5, 100, 7)); // 4 positions left
+  const auto want = plain.generate(reqs);
+  const auto got = overlapped.generate(reqs);
+  BOOST_CHECK(want[8].finish == finish_reason::stop_token);
+  BOOST_CHECK(want[9].finish == finish_reason::stop_string);
+  BOOST_CHECK(want[10].finish == finish_reason::length);
+  for (std::size_t i = 0; i < reqs.size(); ++i) {
+    check_same(got[i], want[i]);
+    BOOST_CHECK(got[i].logprobs == want[i].logprobs);
+    BOOST_CHECK_EQUAL(got[i].completion_text, want[i].completion_text);
+  }
+
+  // The same calls, step by step: a cancel and an adapter swap while a step is in flight.
+  lora_config lc;
+  lc.r = 4;
+  lc.lora_alpha = 8;
+  lc.target_modules = {"q_proj", "down_proj"};
+  const auto adapter = random_lora_adapter(m.config(), lc, 5, /*std=*/0.5);
+  const auto drive = [&](generation_engine& e) {
+    std::map<uint64_t, generation_result> out;
+    e.on_result([&](generation_result r) { out[r.id] = std::move(r); });
+    std::vector<uint64_t> tickets;
+    for (int i = 0; i < 3; ++i)
+      tickets.push_back(e.submit(token_request(300 + i, prompt_of(5, 20 + i), 0.0, 14)));
+    for (int call = 0; call < 5; ++call)
+      e.step();
+    BOOST_CHECK(e.cancel(tickets[1]));
+    e.step();
+    BOOST_REQUIRE(e.set_adapter(&adapter, 9));
+    e.run_until_idle();
+    BOOST_REQUIRE(e.set_adapter(nullptr, 10));
+    return out;
+  };
+  const auto want_steps = drive(plain), got_steps = drive(overlapped);
+  BOOST_REQUIRE_EQUAL(want_steps.size(), 3u);
+  BOOST_REQUIRE_EQUAL(got_steps.size(), 3u);
+  // Overlap delivers a step's tokens one call later: the cancelled request has one token less.
+  const auto& cancelled = want_steps.at(301);
+  BOOST_CHECK(cancelled.finish == finish_reason::cancelled);
+  BOOST_CHECK(got_steps.at(301).finish == finish_reason::cancelled);
+  BOOST_CHECK_EQUAL(got_steps.at(301).completion_tokens.size() + 1,
+                    cancelled.completion_tokens.size());
+  for (uint64_t id : {300u, 302u}) {
+    check_same(got_steps.at(id), want_steps.at(id));
+    BOOST_CHECK(got_steps.at(id).logprobs == want_steps.at(id).logprobs);
+  }
+  // The adapter changed the tokens after the swap (so the comparison above saw it).
+  auto base_only = engine_with(mode::off);
+  const auto without = base_only.generate({token_request(300, prompt_of(5, 20), 0.0, 14)}).at(0);
+  BOOST_CHECK(without.completion_tokens != want_steps.at(300).completion_tokens);
+}
+
 BOOST_AUTO_TEST_CASE(cuda_agrees_with_the_cpu) {
   // Runs where libtorch has CUDA and a GPU is visible (the GPU machine); says so elsewhere.
   if (!at::hasCUDA()) {

@@ -2,7 +2,7 @@
 //
 //   kbrl-bench-generate --config CONFIG.json --dir DIR [--batch 1,32,128] [--prompt 512]
 //                       [--new 256] [--device cuda] [--dtype bf16] [--cuda-graphs on,off]
-//                       [--out results.json] [--profile TRACE.json]
+//                       [--overlap auto] [--out results.json] [--profile TRACE.json]
 //
 // Writes a random-initialised checkpoint of CONFIG into DIR once (reused after), loads it, and
 // for each batch size runs `batch` requests of `prompt` random tokens and exactly `new` sampled
@@ -14,7 +14,8 @@
 // alone runs one mode. A run with graphs on reports how many steps came from a graph: fewer than
 // all means the graphs fell back to eager (the reason is printed). --profile records the first
 // measured run's device kernels (CUDA graph replays included), prints the longest per decode
-// step and writes the Chrome trace to TRACE.json.
+// step and writes the Chrome trace to TRACE.json. --overlap on,off runs each of those with the
+// engine's step overlap on and then off (default auto: on for CUDA).
 
 #include "messages/errors.hpp"
 #include "runtime/config/command_line.hpp"
@@ -68,6 +69,16 @@ int fail(const std::string& what, const caf::error& e) {
   return 1;
 }
 
+/// Every (graph mode, overlap mode) pair, graph modes outermost.
+std::vector<std::pair<std::string, std::string>> mode_pairs(
+  const std::vector<std::string>& graph_modes, const std::vector<std::string>& overlap_modes) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& g : graph_modes)
+    for (const auto& o : overlap_modes)
+      out.emplace_back(g, o);
+  return out;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -75,6 +86,7 @@ int main(int argc, char** argv) {
   std::string config_path, dir, device = "cuda", dtype = "bf16", out_path, profile_path;
   std::vector<int> batches{1, 32, 128};
   std::vector<std::string> graph_modes{"on", "off"};
+  std::vector<std::string> overlap_modes{"auto"};
   int prompt_len = 512, new_tokens = 256;
   app.add_option("--config", config_path, "config.json of the model shapes")->required();
   app.add_option("--dir", dir, "Where the random checkpoint is written (reused if present)")
@@ -88,6 +100,11 @@ int main(int argc, char** argv) {
                  "Decode with CUDA graphs on, off, or both in turn (on,off)")
     ->delimiter(',')
     ->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--overlap", overlap_modes,
+                 "Step overlap (generation_engine.hpp): auto (on for CUDA), on, off, or several "
+                 "in turn (on,off)")
+    ->delimiter(',')
+    ->check(CLI::IsMember({"auto", "on", "off"}));
   app.add_option("--out", out_path, "Write the figures as JSON here");
   app.add_option("--profile", profile_path,
                  "Profile the first measured run's kernels; the Chrome trace goes here");
@@ -145,12 +162,16 @@ int main(int argc, char** argv) {
     .field("batch1_bound_tokens_per_s", bound_tokens_per_s);
   w.key("runs").begin_array();
   for (int batch : batches) {
-    for (const auto& mode : graph_modes) {
+    for (const auto& [mode, overlap] : mode_pairs(graph_modes, overlap_modes)) {
       const bool graphs = mode == "on";
       model::generation_engine_options eo;
       eo.slots = batch;
       eo.max_sequence_length = prompt_len + new_tokens + 1;
       eo.cuda_graphs = graphs;
+      using overlap_mode = model::generation_engine_options::overlap_mode;
+      eo.step_overlap = overlap == "on"    ? overlap_mode::on
+                        : overlap == "off" ? overlap_mode::off
+                                           : overlap_mode::automatic;
       auto engine = model::generation_engine::create(*model, std::nullopt, eo);
       if (!engine)
         return fail("engine", engine.error());
@@ -230,10 +251,10 @@ int main(int argc, char** argv) {
       const auto steps = after.decode_steps - before.decode_steps;
       const auto graph_steps = after.graph_steps - before.graph_steps;
       double tps = generated / secs;
-      std::printf("batch %4d, graphs %-3s: %zu new tokens in %.2f s = %.1f tokens/s (prefill %.2f "
+      std::printf("batch %4d, graphs %-3s, overlap %-4s: %zu new tokens in %.2f s = %.1f tokens/s (prefill %.2f "
                   "s, decode %.2f s, %.2f ms per decode step, %llu of %llu steps from graphs, %llu "
                   "captures)%s\n",
-                  batch, mode.c_str(), generated, secs, tps, prefill, decode,
+                  batch, mode.c_str(), overlap.c_str(), generated, secs, tps, prefill, decode,
                   1000.0 * decode / std::max<double>(1, steps),
                   static_cast<unsigned long long>(graph_steps),
                   static_cast<unsigned long long>(steps),
@@ -247,6 +268,7 @@ int main(int argc, char** argv) {
       w.begin_object()
         .field("batch", static_cast<int64_t>(batch))
         .field("cuda_graphs", graphs)
+        .field("overlap", overlap)
         .field("graph_steps", static_cast<uint64_t>(graph_steps))
         .field("decode_steps", static_cast<uint64_t>(steps))
         .field("new_tokens", static_cast<uint64_t>(generated))

@@ -4,7 +4,8 @@
 The profiled run prefills its prompts before it decodes, and with long prompts the prefill's
 kernels dominate the trace (kbrl-bench-generate's own table counts them in). This keeps the
 kernels from the first decode-attention kernel on (the first decode step; the prefill uses other
-attention kernels) and divides by the decode steps:
+attention kernels) and divides by the decode steps; then the device's idle time between kernels,
+by the length of each wait:
 
     python3 decode_profile.py TRACE.json STEPS [--top 20] [--marker decode_attention]
 """
@@ -44,6 +45,33 @@ def main():
     for name, us in total.most_common(args.top):
         print("%8d %10.1f %9.2f %5.1f%%  %s" % (calls[name], us / args.steps, us / calls[name],
                                                 100.0 * us / all_us, name[:110]))
+    print_idle(window, args.steps)
+
+
+def print_idle(window, steps):
+    """Where the device waits: the time between one kernel's end and the next one's start,
+    by the length of the wait (short ones are kernel-to-kernel handovers inside a graph, long
+    ones the host's turn between steps)."""
+    bins = [(0, 2), (2, 5), (5, 20), (20, 100), (100, float("inf"))]
+    count = collections.Counter()
+    waited = collections.Counter()
+    end = window[0]["ts"] + window[0].get("dur", 0)
+    for e in window[1:]:
+        gap = e["ts"] - end
+        if gap > 0:
+            for lo, hi in bins:
+                if lo <= gap < hi:
+                    count[lo] += 1
+                    waited[lo] += gap
+        end = max(end, e["ts"] + e.get("dur", 0))
+    span = end - window[0]["ts"]
+    idle = sum(waited.values())
+    print("span %.1f us per step, device idle %.1f us per step (%.1f%%):"
+          % (span / steps, idle / steps, 100.0 * idle / span))
+    for lo, hi in bins:
+        label = "%g-%g us" % (lo, hi) if hi != float("inf") else ">= %g us" % lo
+        print("  waits of %-10s %8.1f a step, %8.1f us a step" % (label, count[lo] / steps,
+                                                                waited[lo] / steps))
 
 
 if __name__ == "__main__":

@@ -249,7 +249,7 @@ caf::expected<at::Tensor> decode_graph::run(const at::Tensor& inputs, int64_t ne
   const int64_t key_len = pick_key_length(s.key_lengths, needed);
   try {
     c10::cuda::CUDAGuard device_guard(s.device);
-    s.inputs.copy_(inputs);
+    s.inputs.copy_(inputs, /*non_blocking=*/true); // from the device: in stream order anyway
     auto it = s.graphs.find(key_len);
     if (it == s.graphs.end()) {
       try {

@@ -84,8 +84,8 @@ public:
   /// Why available() is false; empty while it is true.
   const std::string& unavailable_reason() const;
 
-  /// One decode step: `inputs` int64 [2, slots] on the CPU (row 0 the token ids, row 1 their
-  /// positions), `needed` the key length the step needs (the longest live sequence including
+  /// One decode step: `inputs` int64 [2, slots] (row 0 the token ids, row 1 their positions),
+  /// best on the model's device (copied into the graph's buffer in stream order), `needed` the key length the step needs (the longest live sequence including
   /// its new token). Returns the float32 logits [slots, vocab] on the model's device (float64
   /// for a float64 model): a static buffer that the next run() overwrites. Returns an undefined
   /// tensor when this step must run eagerly (LoRA dropout on) without disabling graphs. Fails

@@ -4,6 +4,7 @@
 #include "messages/errors.hpp"
 #include "runtime/model/attention.hpp"
 #include "runtime/model/decode_graph.hpp"
+#include "runtime/model/device_transfer.hpp"
 #include "runtime/model/lora_adapter.hpp"
 #include "runtime/model/sampling.hpp"
 #include "runtime/tokenizer/stream_decoder.hpp"
@@ -14,6 +15,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
 
 namespace kbrl::model {
 
@@ -33,7 +35,32 @@ struct generation_engine::sequence {
   bool done = false;
 };
 
+/// A decode step launched on the device whose tokens the host has not taken yet.
+struct generation_engine::launched_step {
+  std::vector<int64_t> slots;    ///< the slots decoded, in the order of the drawn rows
+  std::vector<uint64_t> tickets; ///< the sequence each of them held at launch
+  drawn_tokens drawn;
+
+  /// The row of `slot` if this step decoded the sequence `ticket` there, else -1.
+  int64_t row_of(int64_t slot, uint64_t ticket) const {
+    for (std::size_t j = 0; j < slots.size(); ++j)
+      if (slots[j] == slot)
+        return tickets[j] == ticket ? static_cast<int64_t>(j) : -1;
+    return -1;
+  }
+};
+
 namespace {
+
+/// Whether `v` is 0, 1, ..., size - 1.
+bool is_identity(const std::vector<int64_t>& v, int64_t size) {
+  if (static_cast<int64_t>(v.size()) != size)
+    return false;
+  for (std::size_t i = 0; i < v.size(); ++i)
+    if (v[i] != static_cast<int64_t>(i))
+      return false;
+  return true;
+}
 
 sampling_row row_of(const sampling_params& p, std::optional<at::Generator>& gen) {
   return {p.temperature, p.top_p, p.top_k, gen ? &*gen : nullptr};
@@ -158,6 +185,7 @@ void generation_engine::deliver(uint64_t ticket, generation_result result) {
 
 caf::expected<void> generation_engine::set_adapter(const lora_adapter* adapter,
                                                    uint64_t policy_version) {
+  settle(); // the step in flight was launched with the weights before this call
   if (adapter == nullptr) {
     model_->clear_lora();
     owned_adapter_.clear();
@@ -355,50 +383,118 @@ bool generation_engine::start(waiting_request&& w, int64_t slot) {
 
 // ---- decoding ------------------------------------------------------------------------------------
 
+bool generation_engine::overlaps_steps() const {
+  switch (options_.step_overlap) {
+  case generation_engine_options::overlap_mode::on:
+    return true;
+  case generation_engine_options::overlap_mode::off:
+    return false;
+  case generation_engine_options::overlap_mode::automatic:
+    break;
+  }
+  return model_->options().device.is_cuda();
+}
+
 void generation_engine::decode() {
-  const int64_t n = options_.slots;
-  // Row 0 the token ids, row 1 the positions, [2, slots]: one copy to the device.
-  std::vector<int64_t> inputs(2 * n, 0);
-  std::vector<int64_t> active;
-  int64_t longest = 0;
-  for (int64_t i = 0; i < n; ++i)
-    if (slots_[i]) {
-      inputs[i] = slots_[i]->next_token;
-      inputs[n + i] = slots_[i]->length;
-      longest = std::max(longest, slots_[i]->length + 1);
-      active.push_back(i);
-    }
-  if (active.empty())
-    return;
   const auto start_time = std::chrono::steady_clock::now();
   try {
-    auto logits = decode_logits(inputs, longest); // [slots, vocab]
-    std::vector<sampling_row> rows;
-    for (auto i : active)
-      rows.push_back(row_of(slots_[i]->request.params, slots_[i]->generator));
-    if (static_cast<int64_t>(active.size()) < n)
-      logits = logits.index_select(0, at::tensor(active, at::kLong).to(logits.device()));
-    const auto drawn = sample_tokens(logits, rows);
-    ++stats_.decode_steps;
-    stats_.decode_seconds += seconds_since(start_time);
-    for (std::size_t j = 0; j < active.size(); ++j) {
-      auto& s = slots_[active[j]];
-      s->length += 1; // next_token is in the cache now
-      if (append(*s, drawn.ids[j], drawn.logprobs[j]))
-        s.reset();
+    auto launched = launch_decode(in_flight_.get());
+    if (in_flight_)
+      take(*std::exchange(in_flight_, nullptr));
+    if (launched && overlaps_steps())
+      in_flight_ = std::move(launched);
+    else if (launched)
+      take(*launched);
+  } catch (const c10::Error& err) {
+    in_flight_.reset();
+    fail_running(std::string("decode step failed: ") + err.what_without_backtrace());
+  }
+  stats_.decode_seconds += seconds_since(start_time);
+}
+
+std::unique_ptr<generation_engine::launched_step>
+generation_engine::launch_decode(const launched_step* previous) {
+  const int64_t n = options_.slots;
+  auto step = std::make_unique<launched_step>();
+  // Row 0 the token ids, row 1 the positions, [2, slots]: one copy to the device. A sequence
+  // the previous step decoded has its token on the device still (carried), and one position
+  // more in the cache than the host has counted.
+  std::vector<int64_t> inputs(2 * n, 0);
+  std::vector<int64_t> carried_rows, carried_slots;
+  int64_t longest = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const auto& s = slots_[i];
+    if (!s)
+      continue;
+    const int64_t row = previous != nullptr ? previous->row_of(i, s->ticket) : -1;
+    // Sure to end with the previous step's token (its last one allowed): nothing to decode.
+    if (row >= 0 && static_cast<int64_t>(s->result.completion_tokens.size()) + 1 >= s->limit)
+      continue;
+    const int64_t position = s->length + (row >= 0 ? 1 : 0);
+    if (row >= 0) {
+      carried_rows.push_back(row);
+      carried_slots.push_back(i);
+    } else {
+      inputs[i] = s->next_token;
     }
+    inputs[n + i] = position;
+    longest = std::max(longest, position + 1);
+    step->slots.push_back(i);
+    step->tickets.push_back(s->ticket);
+  }
+  if (step->slots.empty())
+    return nullptr;
+
+  const auto device = model_->options().device;
+  auto on_device = upload(at::from_blob(inputs.data(), {2, n}, at::kLong), device);
+  if (!carried_rows.empty()) {
+    auto ids = previous->drawn.ids_on_device();
+    if (!is_identity(carried_rows, ids.size(0)))
+      ids = ids.index_select(0, upload_indices(carried_rows, device));
+    auto token_row = on_device.select(0, 0);
+    if (is_identity(carried_slots, n))
+      token_row.copy_(ids); // the float ids convert exactly
+    else
+      token_row.index_copy_(0, upload_indices(carried_slots, device), ids.to(at::kLong));
+  }
+  auto logits = decode_logits(on_device, longest); // [slots, vocab]
+  std::vector<sampling_row> rows;
+  for (auto i : step->slots)
+    rows.push_back(row_of(slots_[i]->request.params, slots_[i]->generator));
+  if (static_cast<int64_t>(step->slots.size()) < n)
+    logits = logits.index_select(0, upload_indices(step->slots, device));
+  step->drawn = draw_tokens(logits, rows);
+  ++stats_.decode_steps;
+  return step;
+}
+
+void generation_engine::take(launched_step& step) {
+  const auto drawn = step.drawn.wait();
+  for (std::size_t j = 0; j < step.slots.size(); ++j) {
+    auto& s = slots_[step.slots[j]];
+    if (!s || s->ticket != step.tickets[j])
+      continue; // ended (or cancelled) before this step's tokens arrived
+    s->length += 1; // its input token is in the cache now
+    if (append(*s, drawn.ids[j], drawn.logprobs[j]))
+      s.reset();
+  }
+}
+
+void generation_engine::settle() {
+  if (!in_flight_)
+    return;
+  try {
+    take(*std::exchange(in_flight_, nullptr));
   } catch (const c10::Error& err) {
     fail_running(std::string("decode step failed: ") + err.what_without_backtrace());
   }
 }
 
-at::Tensor generation_engine::decode_logits(const std::vector<int64_t>& inputs, int64_t needed) {
+at::Tensor generation_engine::decode_logits(const at::Tensor& inputs, int64_t needed) {
   const int64_t n = options_.slots;
-  // from_blob: a view of `inputs`, copied before this function returns.
-  const auto host = at::from_blob(const_cast<int64_t*>(inputs.data()), {2, n}, at::kLong);
   if (graph_ && graph_->available()) {
     const auto captures_before = graph_->captures();
-    auto logits = graph_->run(host, needed);
+    auto logits = graph_->run(inputs, needed);
     stats_.graph_captures += graph_->captures() - captures_before;
     if (logits && logits->defined()) {
       ++stats_.graph_steps;
@@ -411,9 +507,8 @@ at::Tensor generation_engine::decode_logits(const std::vector<int64_t>& inputs, 
     }
   }
   const int64_t key_len = pick_key_length(key_lengths_, needed);
-  const auto both = host.to(model_->options().device);
-  const auto ids = both.select(0, 0).view({n, 1});
-  const auto positions = both.select(0, 1).view({n, 1});
+  const auto ids = inputs.select(0, 0).view({n, 1});
+  const auto positions = inputs.select(0, 1).view({n, 1});
   const auto hidden = model_->forward(ids, positions, cache_mask(positions, key_len),
                                       {cache_.get(), 0, key_len});
   return model_->logits(hidden.squeeze(1));

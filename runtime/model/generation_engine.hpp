@@ -12,7 +12,12 @@
 //              token is sampled for every active slot. Free slots ride along on a dummy token
 //              at position 0, whose result is ignored. On a CUDA device the forward is replayed
 //              from a CUDA graph per key-length bucket (decode_graph.hpp; options.cuda_graphs),
-//              sampling stays outside it.
+//              sampling stays outside it. With step overlap (on a CUDA device by default) the
+//              step is launched before the host takes the previous step's tokens: its inputs
+//              come from the previous step's draw on the device, so the host's work (stop
+//              checks, detokenising, the next inputs) runs while the device computes, and each
+//              step() delivers the tokens of the step launched before it. A sequence that ends
+//              in that step has also been decoded once more, speculatively; that row is dropped.
 //   3. finish  a sequence ends on a stop token (its sampling_params.stop_token_ids plus the
 //              model's end-of-sequence ids), a stop string in its decoded text, max_new_tokens,
 //              or a full cache slot; its generation_result goes to the callback (on_result) or
@@ -85,6 +90,11 @@ struct generation_engine_options {
   /// device and this build has CUDA; a capture that fails is logged and the engine decodes
   /// eagerly from then on. False: always eager. Default true.
   bool cuda_graphs = true;
+  /// Whether step() launches its decode step before taking the previous one's tokens (see
+  /// above). automatic: on a CUDA device (the host's work then overlaps the device's), off on
+  /// the CPU (where nothing runs asynchronously). The tokens are the same either way.
+  enum class overlap_mode { automatic, on, off };
+  overlap_mode step_overlap = overlap_mode::automatic;
 };
 
 /// Counters since the engine was created.
@@ -123,7 +133,8 @@ public:
   bool cancel(uint64_t ticket);
 
   /// Admits waiting requests into free slots and decodes one token for every active slot.
-  /// Returns the number of tokens sampled (0 when idle).
+  /// Returns the number of tokens sampled (0 when idle; with step overlap, those of the step
+  /// launched by the call before, so the first decoding call returns the prefills' only).
   std::size_t step();
 
   /// Steps until no request waits or runs.
@@ -169,6 +180,7 @@ public:
 
 private:
   struct sequence;
+  struct launched_step;
   struct waiting_request {
     uint64_t ticket;
     generation_request request;
@@ -179,14 +191,24 @@ private:
   void admit();
   bool start(waiting_request&& w, int64_t slot);
   void decode();
+  /// Launches one decode step over the active slots; with `previous` (a step whose tokens the
+  /// host has not taken) its sequences are fed their tokens from the device. Null: no slot to
+  /// decode.
+  std::unique_ptr<launched_step> launch_decode(const launched_step* previous);
+  /// Takes a launched step's tokens (waits for them) into the sequences still in its slots.
+  void take(launched_step& step);
+  /// Takes the step in flight, if any (before the weights change).
+  void settle();
+  bool overlaps_steps() const;
   /// Adds a sampled token; true if the sequence ended with it.
   bool append(sequence& s, int32_t token, float logprob);
   void finish(sequence& s, finish_reason why, std::string error = {});
   void deliver(uint64_t ticket, generation_result result);
   void fail_running(const std::string& why);
   bool copy_adapter_in_place(const lora_adapter& adapter);
-  /// The logits [slots, vocab] of one decode step over all slots, by graph or eagerly.
-  at::Tensor decode_logits(const std::vector<int64_t>& inputs, int64_t needed);
+  /// The logits [slots, vocab] of one decode step over all slots, by graph or eagerly, from
+  /// `inputs` (int64 [2, slots] on the model's device: token ids, positions).
+  at::Tensor decode_logits(const at::Tensor& inputs, int64_t needed);
   double now() const;
 
   transformer* model_ = nullptr;
@@ -200,6 +222,7 @@ private:
   std::map<std::string, lora_factors> owned_adapter_;
   std::deque<waiting_request> queue_;
   std::vector<std::unique_ptr<sequence>> slots_; ///< nullptr: free
+  std::unique_ptr<launched_step> in_flight_;     ///< with step overlap: launched, not taken
   std::function<void(generation_result)> callback_;
   std::vector<generation_result> results_;
   /// Tickets whose results generate() collects, with where they go.

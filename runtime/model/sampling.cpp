@@ -2,6 +2,7 @@
 
 #include "messages/errors.hpp"
 #include "runtime/io/text.hpp"
+#include "runtime/model/device_transfer.hpp"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -21,6 +22,7 @@
 #if KBRL_WITH_FUSED_KERNELS
 #include "runtime/model/fused_launch.hpp"
 
+#include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <c10/cuda/CUDAGuard.h>
 #endif
@@ -64,8 +66,7 @@ bool race_kernels_take_row(const sampling_row& r, const at::Tensor& logits) {
 /// sample_tokens() in two kernels (cuda/sample_kernel.cuh) for rows the kernels take (above).
 /// Each sampled row's generator gives the call its Philox stream (and advances, as exponential_
 /// would advance it).
-sampled_tokens race_sample_on_device(const at::Tensor& logits,
-                                     const std::vector<sampling_row>& rows) {
+at::Tensor race_sample_on_device(const at::Tensor& logits, const std::vector<sampling_row>& rows) {
   const int64_t n = logits.size(0), vocab = logits.size(1);
   std::vector<cuda::sample_row> settings(static_cast<std::size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
@@ -83,7 +84,8 @@ sampled_tokens race_sample_on_device(const at::Tensor& logits,
   }
   c10::cuda::CUDAGuard guard(logits.device());
   const auto bytes = static_cast<int64_t>(settings.size() * sizeof(cuda::sample_row));
-  const auto on_device = at::from_blob(settings.data(), {bytes}, at::kByte).to(logits.device());
+  const auto on_device =
+    upload(at::from_blob(settings.data(), {bytes}, at::kByte), logits.device());
   const auto partials = at::empty({n * cuda::sample_slices(vocab) * 4},
                                   logits.options().dtype(at::kFloat));
   const auto result = at::empty({2, n}, logits.options().dtype(at::kFloat));
@@ -93,22 +95,12 @@ sampled_tokens race_sample_on_device(const at::Tensor& logits,
                                  partials.data_ptr<float>(), result.data_ptr<float>(),
                                  stream_of(logits)),
                "race_sample");
-  const auto back = result.to(at::kCPU); // the one synchronisation
-  const float* p = back.data_ptr<float>();
-  sampled_tokens out;
-  out.ids.resize(n);
-  out.logprobs.resize(n);
-  for (int64_t i = 0; i < n; ++i) {
-    out.ids[i] = static_cast<int32_t>(p[i]);
-    out.logprobs[i] = p[n + i];
-  }
-  return out;
+  return result; // ids as float32 (exact: the vocabulary is below 2^24), log-probabilities
 }
 #endif
 
 /// sample_tokens() by libtorch operations (the CPU's path, and CUDA's for rows with top-k / top-p).
-sampled_tokens sample_by_composition(const at::Tensor& logits,
-                                     const std::vector<sampling_row>& rows) {
+at::Tensor sample_by_composition(const at::Tensor& logits, const std::vector<sampling_row>& rows) {
   const int64_t n = logits.size(0), vocab = logits.size(1);
   const auto device = logits.device();
   const auto wide = logits.to(at::kFloat);
@@ -136,9 +128,7 @@ sampled_tokens sample_by_composition(const at::Tensor& logits,
       any_truncated = any_truncated || truncates(r, vocab);
     }
   }
-  // On the CPU this is a view of `settings`, which outlives every use below.
-  const auto on_device =
-    at::from_blob(settings.data(), {4, n}, at::TensorOptions().dtype(at::kFloat)).to(device);
+  const auto on_device = upload(at::from_blob(settings.data(), {4, n}, at::kFloat), device);
   const auto logp = at::log_softmax(wide / on_device[0].unsqueeze(1), -1);
   auto choice = wide.argmax(-1);
 
@@ -166,55 +156,37 @@ sampled_tokens sample_by_composition(const at::Tensor& logits,
   }
   const auto chosen_logp = logp.gather(-1, choice.unsqueeze(1)).squeeze(1);
 
-  // One copy back (one synchronisation): ids as float32 are exact below 2^24.
-  sampled_tokens out;
-  out.ids.resize(n);
-  out.logprobs.resize(n);
-  if (vocab <= (int64_t{1} << 24)) {
-    const auto both = at::stack({choice.to(at::kFloat), chosen_logp}).to(at::kCPU).contiguous();
-    const float* p = both.data_ptr<float>();
-    for (int64_t i = 0; i < n; ++i) {
-      out.ids[i] = static_cast<int32_t>(p[i]);
-      out.logprobs[i] = p[n + i];
-    }
-  } else {
-    const auto ids = choice.to(at::kCPU, at::kInt).contiguous();
-    const auto lps = chosen_logp.to(at::kCPU).contiguous();
-    out.ids.assign(ids.data_ptr<int32_t>(), ids.data_ptr<int32_t>() + n);
-    out.logprobs.assign(lps.data_ptr<float>(), lps.data_ptr<float>() + n);
-  }
-  return out;
+  // One tensor for one copy back: ids as float32 are exact below 2^24, as float64 beyond.
+  const auto wide_enough = vocab <= (int64_t{1} << 24) ? at::kFloat : at::kDouble;
+  return at::stack({choice.to(wide_enough), chosen_logp.to(wide_enough)});
 }
 
 #if KBRL_WITH_FUSED_KERNELS
 /// The rows `kernel_rows` by the race kernels and `other_rows` by the composition, each part on
 /// its own copy of its logits rows, put back in the batch's order.
-sampled_tokens sample_in_two_parts(const at::Tensor& logits, const std::vector<sampling_row>& rows,
-                                   const std::vector<int64_t>& kernel_rows,
-                                   const std::vector<int64_t>& other_rows) {
-  sampled_tokens out;
-  out.ids.resize(rows.size());
-  out.logprobs.resize(rows.size());
+at::Tensor sample_in_two_parts(const at::Tensor& logits, const std::vector<sampling_row>& rows,
+                               const std::vector<int64_t>& kernel_rows,
+                               const std::vector<int64_t>& other_rows) {
+  // Both parts are float32 [2, part's rows]: the kernels take vocabularies below 2^24 only.
+  auto out = at::empty({2, static_cast<int64_t>(rows.size())},
+                       logits.options().dtype(at::kFloat));
   for (const bool kernels : {true, false}) {
     const auto& which = kernels ? kernel_rows : other_rows;
     std::vector<sampling_row> settings;
     for (auto i : which)
       settings.push_back(rows[i]);
-    const auto sub = logits.index_select(0, at::tensor(which, at::kLong).to(logits.device()));
+    const auto where = upload_indices(which, logits.device());
+    const auto sub = logits.index_select(0, where);
     const auto part = kernels ? race_sample_on_device(sub, settings)
                               : sample_by_composition(sub, settings);
-    for (std::size_t j = 0; j < which.size(); ++j) {
-      out.ids[which[j]] = part.ids[j];
-      out.logprobs[which[j]] = part.logprobs[j];
-    }
+    out.index_copy_(1, where, part);
   }
   return out;
 }
 #endif
 
-} // namespace
-
-sampled_tokens sample_tokens(const at::Tensor& logits, const std::vector<sampling_row>& rows) {
+/// sample_tokens() on the device: [2, rows] of ids (exact integers) and log-probabilities.
+at::Tensor draw_on_device(const at::Tensor& logits, const std::vector<sampling_row>& rows) {
   TORCH_CHECK(logits.dim() == 2, "sample_tokens: logits must be [rows, vocab], got ",
               logits.sizes());
   const int64_t n = logits.size(0);
@@ -236,6 +208,49 @@ sampled_tokens sample_tokens(const at::Tensor& logits, const std::vector<samplin
   }
 #endif
   return sample_by_composition(logits, rows);
+}
+
+} // namespace
+
+drawn_tokens draw_tokens(const at::Tensor& logits, const std::vector<sampling_row>& rows) {
+  drawn_tokens out;
+  out.packed_ = draw_on_device(logits, rows);
+#if KBRL_WITH_FUSED_KERNELS
+  if (out.packed_.is_cuda()) {
+    c10::cuda::CUDAGuard guard(out.packed_.device());
+    out.host_ = at::empty(out.packed_.sizes(),
+                          out.packed_.options().device(at::kCPU).pinned_memory(true));
+    out.host_.copy_(out.packed_, /*non_blocking=*/true);
+    auto copied = std::make_shared<at::cuda::CUDAEvent>();
+    copied->record(at::cuda::getCurrentCUDAStream(out.packed_.device().index()));
+    out.copied_ = std::move(copied);
+    return out;
+  }
+#endif
+  out.host_ = out.packed_.to(at::kCPU); // waits for the device (no pinned memory here)
+  return out;
+}
+
+sampled_tokens drawn_tokens::wait() {
+#if KBRL_WITH_FUSED_KERNELS
+  if (copied_)
+    static_cast<at::cuda::CUDAEvent*>(copied_.get())->synchronize();
+#endif
+  const auto both = host_.to(at::kDouble).contiguous();
+  const int64_t n = both.size(1);
+  const double* p = both.data_ptr<double>();
+  sampled_tokens out;
+  out.ids.resize(n);
+  out.logprobs.resize(n);
+  for (int64_t i = 0; i < n; ++i) {
+    out.ids[i] = static_cast<int32_t>(p[i]);
+    out.logprobs[i] = static_cast<float>(p[n + i]);
+  }
+  return out;
+}
+
+sampled_tokens sample_tokens(const at::Tensor& logits, const std::vector<sampling_row>& rows) {
+  return draw_tokens(logits, rows).wait();
 }
 
 at::Generator make_generator(uint64_t seed, at::Device device) {

@@ -37,6 +37,7 @@
 #include <caf/expected.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace kbrl::model {
@@ -55,8 +56,32 @@ struct sampled_tokens {
   std::vector<float> logprobs; ///< see the header comment for which distribution
 };
 
-/// Samples one token per row of `logits` (float32 [rows, vocab]) with `rows[i]` for row i.
+/// Tokens drawn on the logits' device, on their way to the host (draw_tokens).
+class drawn_tokens {
+public:
+  drawn_tokens() = default;
+
+  /// The drawn ids on the logits' device ([rows], float32 or float64, each an exact integer): a
+  /// next decode step's input, usable before the host has them.
+  at::Tensor ids_on_device() const { return packed_.select(0, 0); }
+
+  /// The tokens on the host; on CUDA, waits for the copy (only this waits for the device).
+  sampled_tokens wait();
+
+private:
+  friend drawn_tokens draw_tokens(const at::Tensor&, const std::vector<sampling_row>&);
+  at::Tensor packed_;    ///< [2, rows] on the device: ids, then log-probabilities
+  at::Tensor host_;      ///< packed_'s copy on the host (pinned on CUDA)
+  std::shared_ptr<void> copied_; ///< CUDA: the event recorded after the copy, else null
+};
+
+/// Samples one token per row of `logits` (float32 [rows, vocab]) with `rows[i]` for row i, on
+/// the logits' device, and starts the copy of the result to the host without waiting for it
+/// (on CUDA the host is not held up by the device's queue: a caller can launch more work first).
 /// Preconditions (TORCH_CHECK): rows.size() == logits.size(0); sampled rows have a generator.
+drawn_tokens draw_tokens(const at::Tensor& logits, const std::vector<sampling_row>& rows);
+
+/// draw_tokens(logits, rows).wait().
 sampled_tokens sample_tokens(const at::Tensor& logits, const std::vector<sampling_row>& rows);
 
 /// A random generator for `device` seeded with `seed`: the same seed gives the same stream.

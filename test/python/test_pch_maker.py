@@ -13,7 +13,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools"))
 
-from kbrl_eval import pch_maker, write_fence  # noqa: E402
+from kbrl_eval import extension_builds, host_pch, pch_maker, write_fence  # noqa: E402
 
 GCC = shutil.which("gcc")
 
@@ -81,6 +81,48 @@ class Making(unittest.TestCase):
         pch_maker.wish("torch", {"compiler": "/tmp/my-cc", "flags": []})
         self.assertEqual(pch_maker.collect(self.build), 0)
         self.assertEqual([d for d in os.listdir(self.ext) if d.startswith(".kbrl-pch")], [])
+
+    def test_cc_is_a_host_compiler_as_torch_passes_it_to_nvcc(self):
+        # the GPU machines set CC=/opt/gcc/bin/gcc, and torch gives nvcc -ccbin $CC: its wrapper
+        # is written before the fence, and its wishes are taken
+        other = "/usr/bin/gcc-12"
+        if not os.path.exists(other) or os.path.abspath(GCC) == other:
+            self.skipTest("needs a second name of gcc at " + other)
+        flags, prefix = ["-O2"], "inline int kbrl_cc() { return 7; }\n"
+        saved = os.environ.get("CC")
+        try:
+            os.environ.pop("CC", None)
+            self.assertNotIn(other, host_pch.default_host_compilers())
+            for _ in range(2):
+                pch_maker.wish("host", {"compiler": other, "flags": flags}, prefix)
+            self.assertEqual(pch_maker.collect(self.build), 0)  # not $CC: refused
+            os.environ["CC"] = other
+            self.assertEqual(host_pch.default_host_compilers(), [other, os.path.abspath(GCC)])
+            extension_builds.prepare_host_compiler_wrapper(self.build)
+            self.assertEqual(len(os.listdir(os.path.join(self.ext, ".kbrl-bin"))), 2)
+            for _ in range(2):
+                pch_maker.wish("host", {"compiler": other, "flags": flags}, prefix)
+                started = pch_maker.collect(self.build)
+            self.assertEqual(started, 1)
+            pch_maker.wait_for_makers(120)
+        finally:
+            if saved is None:
+                os.environ.pop("CC", None)
+            else:
+                os.environ["CC"] = saved
+        folder = pch_maker.host_folder(os.path.join(self.ext, ".kbrl-host-pch"), other, flags,
+                                       prefix)
+        self.assertTrue(os.path.exists(os.path.join(folder, "prefix.h.gch")))
+
+    def test_a_header_being_made_gets_no_second_maker(self):
+        flags, prefix = ["-O1"], "inline int kbrl_once() { return 1; }\n"
+        self.host_wish(flags, prefix)
+        pch_maker.collect(self.build)
+        self.host_wish(flags, prefix)
+        self.assertEqual(pch_maker.collect(self.build), 1)
+        self.host_wish(flags, prefix)  # a build that ran while the header was being made
+        self.assertEqual(pch_maker.collect(self.build), 0)
+        pch_maker.wait_for_makers(120)
 
     def test_a_maker_writes_only_its_folder(self):
         outside = os.path.join(self.tmp.name, "outside")

@@ -251,17 +251,14 @@ WRAPPER_DIR = ".kbrl-bin"
 
 
 def prepare_host_compiler_wrapper(build_dir):
-    """Writes the wrapper of nvcc's default host compiler (gcc) for builds in build_dir, before
-    a candidate's code runs: the candidate's process cannot write it afterwards (see
-    host_pch.wrapper_path). A few bytes, written once per folder."""
-    import shutil
-    from .host_pch import wrapper_path
-    real = shutil.which("gcc")
-    if real is None:
-        return
+    """Writes the wrappers of nvcc's default host compilers ($CC, PATH's gcc:
+    host_pch.default_host_compilers) for builds in build_dir, before a candidate's code runs:
+    the candidate's process cannot write them afterwards (see host_pch.wrapper_path). A few
+    bytes each, written once per folder."""
+    from .host_pch import default_host_compilers, wrapper_path
     parent = os.path.dirname(os.path.abspath(build_dir))
-    wrapper_path(os.path.abspath(real), os.path.join(parent, HOST_PCH_DIR),
-                 os.path.join(parent, WRAPPER_DIR))
+    for real in default_host_compilers():
+        wrapper_path(real, os.path.join(parent, HOST_PCH_DIR), os.path.join(parent, WRAPPER_DIR))
 
 
 def _host_compiler_wrapped(cuda_cflags):

@@ -51,6 +51,24 @@ _ANON_DEFINE = re.compile(r"^#define _NV_ANON_NAMESPACE _GLOBAL__N_(_\w+)$", re.
 _MAIN_MARKER = re.compile(r'^# 1 "([^"\n]+)"\n')
 
 
+_GCC_NAME = re.compile(r"^([A-Za-z0-9_.]+-)*gcc(-[0-9]+(\.[0-9]+)*)?$")
+
+
+def default_host_compilers():
+    """The host compilers nvcc runs in kbrl's builds unless a candidate names another, as
+    absolute paths: $CC where it is a gcc (torch passes $CC to nvcc as -ccbin; the GPU
+    machines set CC=/opt/gcc/bin/gcc) and the gcc on PATH (nvcc's own default). From the
+    worker's environment, never from a candidate's flags."""
+    out = []
+    for name in (os.environ.get("CC"), "gcc"):
+        path = shutil.which(name) if name else None
+        if path and _GCC_NAME.match(os.path.basename(path)):
+            path = os.path.abspath(path)
+            if path not in out:
+                out.append(path)
+    return out
+
+
 def wrapper_path(real_compiler, cache_dir, bin_dir):
     """The wrapper script for real_compiler (its headers kept in cache_dir), written once into
     bin_dir/bin-<hash>/ under the real compiler's own name (nvcc tells compiler families apart

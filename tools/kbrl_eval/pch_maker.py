@@ -170,10 +170,10 @@ def _plan(wish_file, build_dir, roots):
             return None, "the cache holds %d torch headers" % MAX_TORCH_HEADERS
         return {"kind": "torch", "folder": folder, "compiler": compiler, "flags": flags}, None
     if w.get("kind") == "host":
-        gcc = shutil.which("gcc")
+        from .host_pch import default_host_compilers
         real = w.get("compiler")
-        if gcc is None or real != os.path.abspath(gcc):
-            return None, "host compiler %r is not gcc" % real
+        if real not in default_host_compilers():
+            return None, "host compiler %r is not one kbrl runs ($CC or PATH's gcc)" % real
         parent = os.path.dirname(os.path.abspath(build_dir))
         prefix_file = wish_file[:-len(".json")] + ".h"
         if os.path.getsize(prefix_file) > MAX_PREFIX_BYTES:
@@ -218,7 +218,8 @@ def collect(build_dir, log=lambda m: None):
                     log("precompiled header not made: %s" % why)
                 continue
             gch = os.path.join(spec["folder"], _header_name(spec) + ".gch")
-            if os.path.exists(gch) or os.path.exists(os.path.join(spec["folder"], "failed")):
+            if (os.path.exists(gch) or os.path.exists(os.path.join(spec["folder"], "failed"))
+                    or _being_made(spec["folder"])):
                 continue
             os.makedirs(spec["folder"], exist_ok=True)
             with open(os.path.join(spec["folder"], "spec.json"), "w",
@@ -226,19 +227,36 @@ def collect(build_dir, log=lambda m: None):
                 json.dump(spec, f)
             # below the evaluations' priority: it shares the machine with their timings
             nice = shutil.which("nice")
-            _makers.append(subprocess.Popen(
+            maker = subprocess.Popen(
                 ([nice, "-n", "10"] if nice else [])
                 + [sys.executable, "-c", "import sys; sys.path.insert(0, %r); "
                    "from kbrl_eval.pch_maker import main; sys.exit(main(sys.argv[1:]))"
                    % os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                    os.path.join(spec["folder"], "spec.json")],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                close_fds=True, start_new_session=True))
+                close_fds=True, start_new_session=True)
+            maker.kbrl_folder = spec["folder"]
+            _makers.append(maker)
             started += 1
     except Exception as e:  # noqa: BLE001 - a missing speed-up is not an evaluation's failure
         log("precompiled headers: %s" % e)
     shutil.rmtree(folder, ignore_errors=True)
     return started
+
+
+def _being_made(folder):
+    """Whether a maker works on folder now: one this process started, or another process's
+    (it holds the folder's lock)."""
+    if any(getattr(p, "kbrl_folder", None) == folder for p in _makers):
+        return True
+    try:
+        with open(os.path.join(folder, "lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        pass
+    return False
 
 
 def _reap():

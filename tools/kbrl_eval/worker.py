@@ -269,7 +269,9 @@ class Worker:
         for are made in the background, by processes that write only their cache folders
         (pch_maker.py). A wish that is not sound is dropped: a missing speed-up, no error."""
         from . import pch_maker
-        pch_maker.collect(os.path.abspath(build_dir))
+        pch_maker.collect(os.path.abspath(build_dir),
+                          log=lambda m: print("kbrl evaluation worker: " + m, file=sys.stderr,
+                                              flush=True))
 
 
 def _on_alarm(signum, frame):

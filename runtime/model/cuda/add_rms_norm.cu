@@ -1,6 +1,7 @@
 // The launcher of add_rms_norm_kernel.cuh for each element type (fused_kernels.hpp).
 
 #include "runtime/model/cuda/add_rms_norm_kernel.cuh"
+#include "runtime/model/cuda/dependent_launch_host.cuh"
 #include "runtime/model/cuda/element_dispatch.cuh"
 
 namespace kbrl::model::cuda {
@@ -21,11 +22,12 @@ cudaError_t launch(const void* x, const void* delta, void* residual_out, void* n
   T* nt = static_cast<T*>(normed_out);
   const T* wt = static_cast<const T*>(weight);
   const auto blocks = static_cast<unsigned>(rows);
+  cudaError_t err = cudaSuccess;
   for_add_rms_norm_items(add_rms_norm_items(dim, threads), [&](auto items) {
-    add_rms_norm_kernel<T, decltype(items)::value>
-      <<<blocks, threads, 0, stream>>>(xt, dt, rt, nt, wt, dim, eps);
+    err = launch_dependent(add_rms_norm_kernel<T, decltype(items)::value>, dim3(blocks),
+                           dim3(threads), stream, xt, dt, rt, nt, wt, dim, eps);
   });
-  return cudaGetLastError();
+  return err;
 }
 
 } // namespace

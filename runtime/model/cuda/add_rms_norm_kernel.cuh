@@ -15,6 +15,7 @@
 
 #pragma once
 
+#include "runtime/model/cuda/dependent_launch.cuh"
 #include "runtime/model/cuda/device_math.cuh"
 #include "runtime/model/cuda/fused_kernels.hpp"
 
@@ -64,6 +65,9 @@ __global__ void add_rms_norm_kernel(const T* x, const T* delta, T* residual_out,
                                     T* __restrict__ normed_out,
                                     const T* __restrict__ weight, int64_t dim, float eps) {
   // No __restrict__ on x, delta and residual_out: residual_out may be x (in place).
+  // Activations only after the kernel before has completed (dependent_launch.cuh).
+  let_next_kernel_start();
+  wait_for_previous_kernel();
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x;
   const T* xr = x + row * dim;

@@ -4,6 +4,7 @@
 #include "runtime/model/cuda/decode_attention_group_kernel.cuh"
 #include "runtime/model/cuda/decode_attention_kernel.cuh"
 #include "runtime/model/cuda/decode_attention_mma_kernel.cuh"
+#include "runtime/model/cuda/dependent_launch_host.cuh"
 #include "runtime/model/cuda/element_dispatch.cuh"
 
 #include <cstdint>
@@ -36,10 +37,9 @@ template <class T>
 cudaError_t launch_merge(const float* partials, void* out, const decode_attention_shape& shape,
                          cudaStream_t stream) {
   const unsigned threads = static_cast<unsigned>(warp_multiple(shape.head_dim, 256));
-  decode_attention_merge_kernel<T>
-    <<<static_cast<unsigned>(shape.batch * shape.heads), threads, 0, stream>>>(
-      partials, static_cast<T*>(out), shape);
-  return cudaGetLastError();
+  return launch_dependent(decode_attention_merge_kernel<T>,
+                          dim3(static_cast<unsigned>(shape.batch * shape.heads)), dim3(threads),
+                          stream, partials, static_cast<T*>(out), shape);
 }
 
 template <class T>
@@ -54,10 +54,11 @@ cudaError_t launch(const void* q, const decode_kv& kv, const int64_t* positions,
   if (shape.batch <= 0 || shape.heads <= 0)
     return cudaSuccess;
   const int64_t heads = shape.batch * shape.heads;
-  decode_attention_partial_kernel<T>
-    <<<static_cast<unsigned>(heads * shape.splits), decode_keys_per_block, 0, stream>>>(
-      static_cast<const T*>(q), kv, positions, partials, shape);
-  if (const auto err = cudaGetLastError(); err != cudaSuccess)
+  if (const auto err = launch_dependent(
+        decode_attention_partial_kernel<T>, dim3(static_cast<unsigned>(heads * shape.splits)),
+        dim3(decode_keys_per_block), stream, static_cast<const T*>(q), kv, positions, partials,
+        shape);
+      err != cudaSuccess)
     return err;
   return launch_merge<T>(partials, out, shape, stream);
 }
@@ -76,9 +77,11 @@ cudaError_t launch_grouped(const void* q, const decode_kv& kv, const int64_t* po
   if (shape.batch <= 0 || shape.heads <= 0)
     return cudaSuccess;
   const int64_t blocks = shape.batch * shape.kv_heads * shape.splits;
-  kernel<<<static_cast<unsigned>(blocks), decode_keys_per_block, 0, stream>>>(
-    static_cast<const T*>(q), kv, positions, partials, shape, keys_per_split);
-  if (const auto err = cudaGetLastError(); err != cudaSuccess)
+  if (const auto err = launch_dependent(kernel, dim3(static_cast<unsigned>(blocks)),
+                                       dim3(decode_keys_per_block), stream,
+                                       static_cast<const T*>(q), kv, positions, partials, shape,
+                                       keys_per_split);
+      err != cudaSuccess)
     return err;
   return launch_merge<T>(partials, out, shape, stream);
 }
@@ -113,9 +116,11 @@ cudaError_t launch_mma(const void* q, const decode_kv& kv, const int64_t* positi
   if (shape.batch <= 0 || shape.heads <= 0)
     return cudaSuccess;
   const int64_t blocks = shape.batch * shape.kv_heads * shape.splits;
-  kernel<<<static_cast<unsigned>(blocks), 32 * decode_mma_warps, 0, stream>>>(
-    static_cast<const T*>(q), kv, positions, partials, shape, keys_per_split);
-  if (const auto err = cudaGetLastError(); err != cudaSuccess)
+  if (const auto err = launch_dependent(kernel, dim3(static_cast<unsigned>(blocks)),
+                                       dim3(32 * decode_mma_warps), stream,
+                                       static_cast<const T*>(q), kv, positions, partials, shape,
+                                       keys_per_split);
+      err != cudaSuccess)
     return err;
   return launch_merge<T>(partials, out, shape, stream);
 }

@@ -92,6 +92,9 @@ __global__ void __launch_bounds__(decode_keys_per_block, 4)
                                         const int64_t* __restrict__ positions,
                                         float* __restrict__ partials,
                                         decode_attention_shape shape, int64_t keys_per_split) {
+  // Activations only after the kernel before has completed (dependent_launch.cuh).
+  let_next_kernel_start();
+  wait_for_previous_kernel();
   constexpr int K = decode_keys_per_block; // keys per chunk, and threads
   constexpr int warps = K / 32;
   constexpr int KV = vector16<T>::size;      // key elements per load

@@ -25,6 +25,7 @@
 
 #pragma once
 
+#include "runtime/model/cuda/dependent_launch.cuh"
 #include "runtime/model/cuda/device_math.cuh"
 #include "runtime/model/cuda/fused_kernels.hpp"
 
@@ -87,6 +88,9 @@ __global__ void decode_attention_partial_kernel(const T* __restrict__ q, decode_
                                                 const int64_t* __restrict__ positions,
                                                 float* __restrict__ partials,
                                                 decode_attention_shape shape) {
+  // Activations only after the kernel before has completed (dependent_launch.cuh).
+  let_next_kernel_start();
+  wait_for_previous_kernel();
   constexpr int V = vector16<T>::size;
   __shared__ float q_shared[decode_max_head_dim];
   __shared__ float p_shared[decode_keys_per_block];
@@ -192,6 +196,9 @@ __global__ void decode_attention_partial_kernel(const T* __restrict__ q, decode_
 template <class T>
 __global__ void decode_attention_merge_kernel(const float* __restrict__ partials,
                                               T* __restrict__ out, decode_attention_shape shape) {
+  // Activations only after the kernel before has completed (dependent_launch.cuh).
+  let_next_kernel_start();
+  wait_for_previous_kernel();
   const int64_t splits = shape.splits, dim = shape.head_dim;
   const float* mine = partials + static_cast<int64_t>(blockIdx.x) * splits * (dim + 2);
   float top = -INFINITY;

@@ -50,6 +50,9 @@ __global__ void __launch_bounds__(32 * decode_mma_warps, 4)
                                       const int64_t* __restrict__ positions,
                                       float* __restrict__ partials, decode_attention_shape shape,
                                       int64_t keys_per_split) {
+  // Activations only after the kernel before has completed (dependent_launch.cuh).
+  let_next_kernel_start();
+  wait_for_previous_kernel();
   constexpr int W = decode_mma_warps;
   constexpr int chunks = D / 32;     // a key row's 32-element chunks (two k16 steps each)
   constexpr int value_loads = D / 64; // 16-byte loads of a lane's D / 8 elements of a value row

@@ -2,6 +2,7 @@
 // (fused_kernels.hpp).
 
 #include "runtime/model/cuda/decode_linear_kernel.cuh"
+#include "runtime/model/cuda/dependent_launch_host.cuh"
 #include "runtime/model/cuda/element_dispatch.cuh"
 
 #include <cstdint>
@@ -32,13 +33,11 @@ cudaError_t launch(decode_linear_input input, const void* x, const void* weight,
     const T* wt = static_cast<const T*>(weight);
     const T* bt = static_cast<const T*>(bias);
     T* ot = static_cast<T*>(out);
-    if (input == decode_linear_input::swiglu)
-      decode_linear_kernel<T, decode_linear_input::swiglu>
-        <<<grid, threads, 0, stream>>>(xt, wt, bt, ot, out_features, in_features);
-    else
-      decode_linear_kernel<T, decode_linear_input::plain>
-        <<<grid, threads, 0, stream>>>(xt, wt, bt, ot, out_features, in_features);
-    return cudaGetLastError();
+    const auto kernel = input == decode_linear_input::swiglu
+                          ? decode_linear_kernel<T, decode_linear_input::swiglu>
+                          : decode_linear_kernel<T, decode_linear_input::plain>;
+    return launch_dependent(kernel, dim3(grid), dim3(threads), stream, xt, wt, bt, ot,
+                            out_features, in_features);
   }
 }
 

@@ -20,6 +20,7 @@
 
 #pragma once
 
+#include "runtime/model/cuda/dependent_launch.cuh"
 #include "runtime/model/cuda/device_math.cuh"
 #include "runtime/model/cuda/fused_kernels.hpp"
 #include "runtime/model/cuda/swiglu_kernel.cuh"
@@ -61,6 +62,7 @@ decode_linear_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* 
                      T* __restrict__ out, int64_t out_features, int64_t in_features) {
   using vec = vector16<T>;
   constexpr int Rows = decode_linear_rows;
+  let_next_kernel_start();
   __shared__ float partial[decode_linear_max_threads / 32][Rows];
   const int64_t first_row = static_cast<int64_t>(blockIdx.x) * Rows;
   const int64_t chunks = in_features / vec::size;
@@ -72,12 +74,19 @@ decode_linear_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* 
     const int64_t row = first_row + r < out_features ? first_row + r : out_features - 1;
     rows[r] = w + row * in_features;
   }
-  float acc[Rows] = {};
-  for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
-    typename vec::raw weights[Rows];
+  // The weights do not depend on the kernels before this one (dependent_launch.cuh): the
+  // thread's first chunk (for rows of up to 2,048 bf16 elements its only one) is loaded while
+  // the kernel before may still be running; x only after that kernel has completed.
+  const int64_t first = threadIdx.x;
+  typename vec::raw first_weights[Rows];
+  if (first < chunks)
 #pragma unroll
     for (int r = 0; r < Rows; ++r)
-      weights[r] = vec::fetch(rows[r] + c * vec::size);
+      first_weights[r] = vec::fetch(rows[r] + first * vec::size);
+  wait_for_previous_kernel();
+
+  float acc[Rows] = {};
+  const auto accumulate = [&](int64_t c, const typename vec::raw* weights) {
     float input[vec::size];
     decode_linear_values<T, Input>(x, in_features, c, input);
 #pragma unroll
@@ -85,6 +94,15 @@ decode_linear_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* 
 #pragma unroll
       for (int e = 0; e < vec::size; ++e)
         acc[r] = fmaf(vec::element(weights[r], e), input[e], acc[r]);
+  };
+  if (first < chunks)
+    accumulate(first, first_weights);
+  for (int64_t c = first + blockDim.x; c < chunks; c += blockDim.x) {
+    typename vec::raw weights[Rows];
+#pragma unroll
+    for (int r = 0; r < Rows; ++r)
+      weights[r] = vec::fetch(rows[r] + c * vec::size);
+    accumulate(c, weights);
   }
 
   // Each warp's sums, then the warps' sums in a fixed order: the result does not depend on

@@ -1,5 +1,6 @@
 // The launcher of rope_qkv_kernel.cuh for each element type (fused_kernels.hpp).
 
+#include "runtime/model/cuda/dependent_launch_host.cuh"
 #include "runtime/model/cuda/element_dispatch.cuh"
 #include "runtime/model/cuda/rope_qkv_kernel.cuh"
 
@@ -21,11 +22,10 @@ cudaError_t launch(const void* qkv, const void* cos, const void* sin, const void
   if (blocks > 0x7fffffffLL)
     return cudaErrorInvalidValue;
   const int threads = warp_multiple(s.head_dim / 2, 1024);
-  rope_qkv_kernel<T><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(
-    static_cast<const T*>(qkv), static_cast<const T*>(cos), static_cast<const T*>(sin),
-    static_cast<const T*>(q_norm), static_cast<const T*>(k_norm), eps, static_cast<T*>(q_out),
-    kv, s);
-  return cudaGetLastError();
+  return launch_dependent(rope_qkv_kernel<T>, dim3(static_cast<unsigned>(blocks)), dim3(threads),
+                          stream, static_cast<const T*>(qkv), static_cast<const T*>(cos),
+                          static_cast<const T*>(sin), static_cast<const T*>(q_norm),
+                          static_cast<const T*>(k_norm), eps, static_cast<T*>(q_out), kv, s);
 }
 
 } // namespace

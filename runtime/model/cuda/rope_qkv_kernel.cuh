@@ -8,6 +8,7 @@
 
 #pragma once
 
+#include "runtime/model/cuda/dependent_launch.cuh"
 #include "runtime/model/cuda/device_math.cuh"
 #include "runtime/model/cuda/fused_kernels.hpp"
 
@@ -18,6 +19,9 @@ __global__ void rope_qkv_kernel(const T* __restrict__ qkv, const T* __restrict__
                                 const T* __restrict__ sin, const T* __restrict__ q_norm,
                                 const T* __restrict__ k_norm, float eps, T* __restrict__ q_out,
                                 kv_destination kv, qkv_shape s) {
+  // Activations only after the kernel before has completed (dependent_launch.cuh).
+  let_next_kernel_start();
+  wait_for_previous_kernel();
   __shared__ float scratch[32];
   const int64_t heads_all = s.heads + 2 * s.kv_heads;
   const int64_t token = blockIdx.x / heads_all;         // b * seq + position in the batch row

@@ -322,3 +322,19 @@ def install_torch_pch(cpp_extension):
 
     write_ninja_file._kbrl_pch = True
     cpp_extension._write_ninja_file = write_ninja_file
+
+
+def install_candidate_build_hooks(cpp_extension, no_pch=False, full_cuda_header=False,
+                                  log=lambda m: None):
+    """Every hook above, in the order a candidate's process installs them (zygote.child_main)
+    and the header primer does (header_primer.py): the same builds either way."""
+    install_crash_safe_lock(cpp_extension)
+    install_build_reuse(cpp_extension)
+    if not full_cuda_header:
+        from .light_cuda_header import install_light_cuda_header
+        install_light_cuda_header(cpp_extension, log=log)
+    install_library_reuse(cpp_extension)  # outside the light header's fallback: reuse first
+    from .nvcc_driver import install_parallel_nvcc
+    install_parallel_nvcc(cpp_extension)
+    if not no_pch:
+        install_torch_pch(cpp_extension)

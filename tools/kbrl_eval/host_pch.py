@@ -175,7 +175,8 @@ def precompiled_prefix(real, flags, prefix, cache_dir):
         pch_maker.wish("host", {"compiler": real, "flags": flags}, prefix)
         return None
     seen = os.path.join(folder, "seen")
-    if not os.path.exists(seen):
+    # the header primer's prefix is the usual one: made at first sight (header_primer.py)
+    if not os.path.exists(seen) and os.environ.get("KBRL_EVAL_PRIMING") != "1":
         os.makedirs(folder, exist_ok=True)
         open(seen, "w").close()
         return None

@@ -66,6 +66,8 @@ class Worker:
         self.zygote = None
         self.spares = []  # the next candidates' processes, started ahead (start_spare)
         self.references = ReferenceStore()  # the reference's work, shared across candidates
+        self.primed = set()  # extensions folders whose header primer was started
+        self.primers = []    # their processes (polled by subprocess, reaped when done)
         self._start_torch()
 
     def _start_torch(self):
@@ -235,6 +237,7 @@ class Worker:
         work = os.path.join(self.scratch, "build-%d" % self.counter)
         deadline = time.monotonic() + float(req.get("timeout_s", 900))
         proc = None
+        self.prime_headers(build_dir)
         try:
             proc = CandidateProcess(self.zygote, deadline)
             proc.watch_memory(memory_limit_bytes(req))
@@ -258,11 +261,25 @@ class Worker:
         from .harness import Evaluation
         self.evaluations += 1
         self.counter += 1
+        self.prime_headers(req.get("build_dir") or os.path.join(self.scratch, "torch_extensions"))
         try:
             return Evaluation(self, req, self.counter).run()
         finally:
             self.make_wished_headers(req.get("build_dir")
                                      or os.path.join(self.scratch, "torch_extensions"))
+
+    def prime_headers(self, build_dir):
+        """Once per extensions folder: the usual build's precompiled headers are made ahead, by
+        a trusted process, while candidates' fenced builds could only wish for them
+        (header_primer.py). Not with the precompiled headers off."""
+        root = os.path.dirname(os.path.abspath(build_dir))
+        if self.args.no_pch or root in self.primed:
+            return
+        self.primed.add(root)
+        from . import header_primer
+        primer = header_primer.start(build_dir)
+        if primer is not None:
+            self.primers.append(primer)
 
     def make_wished_headers(self, build_dir):
         """The candidate's process is gone: the precompiled headers its fenced build wished

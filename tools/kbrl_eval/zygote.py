@@ -126,19 +126,10 @@ def child_main(sock_fd, cuda, no_pch, full_cuda_header):
         # torch.utils.cpp_extension is imported here, not in the zygote: importing it touches
         # the CUDA runtime, after which no forked child could use CUDA
         import torch.utils.cpp_extension as cpp_extension
-        from .extension_builds import (install_build_reuse, install_crash_safe_lock,
-                                       install_library_reuse, install_torch_pch)
-        install_crash_safe_lock(cpp_extension)
-        install_build_reuse(cpp_extension)
-        if not full_cuda_header:
-            from .light_cuda_header import install_light_cuda_header
-            install_light_cuda_header(cpp_extension, log=lambda m: print(
-                "kbrl candidate build: " + m, file=sys.stderr, flush=True))
-        install_library_reuse(cpp_extension)  # outside the light header's fallback: reuse first
-        from .nvcc_driver import install_parallel_nvcc
-        install_parallel_nvcc(cpp_extension)
-        if not no_pch:
-            install_torch_pch(cpp_extension)
+        from .extension_builds import install_candidate_build_hooks
+        install_candidate_build_hooks(cpp_extension, no_pch, full_cuda_header,
+                                      log=lambda m: print("kbrl candidate build: " + m,
+                                                          file=sys.stderr, flush=True))
         ch = Channel(socket.socket(fileno=sock_fd))
         Runner(ch, cuda).serve()
         code = 0

@@ -5,7 +5,6 @@ Installed into torch.utils.cpp_extension in every process that builds or loads c
 candidate process, forked from the zygote)."""
 
 import os
-import shlex
 
 from .pch_maker import HOST_PCH_DIR, TORCH_HEADER as PCH_HEADER
 
@@ -186,9 +185,6 @@ def install_library_reuse(cpp_extension):
     cpp_extension._write_ninja_file_and_build_library = build_library
 
 
-PCH_TIMEOUT_S = 600
-
-
 def _torch_pch_for(cflags, post_cflags):
     """The path of a header that includes <torch/extension.h>, next to a GCC precompiled copy
     of it made with these exact flags, or None when none can be made.
@@ -199,8 +195,6 @@ def _torch_pch_for(cflags, post_cflags):
     flags. The extension's own name is left out of the key: no torch header uses it. GCC checks
     a .gch against the compile's flags and silently parses the header instead when they differ,
     so a stale or foreign .gch costs speed, never correctness."""
-    import fcntl
-    import subprocess
     from . import pch_maker
     ext_dir = os.environ.get("TORCH_EXTENSIONS_DIR")
     if not ext_dir:
@@ -220,31 +214,9 @@ def _torch_pch_for(cflags, post_cflags):
         # a fenced candidate reads the cache only: the worker has the header made (pch_maker)
         pch_maker.wish("torch", {"compiler": compiler, "flags": flags})
         return None
-    os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, "lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one process builds it; the others wait, then reuse
-        if os.path.exists(gch):
-            return header
-        with open(header, "w") as f:
-            f.write("#pragma once\n#include <torch/extension.h>\n")
-        tmp = gch + ".%d.tmp" % os.getpid()
-        # torch writes the flags shell-quoted for ninja, which runs them through /bin/sh: so
-        # does this, or a macro like PYBIND11_COMPILER_TYPE would differ from the real compile
-        cmd = " ".join([shlex.quote(compiler), "-x", "c++-header"] + flags
-                       + [shlex.quote(header), "-o", shlex.quote(tmp)])
-        try:
-            proc = subprocess.run(cmd, shell=True, stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, timeout=PCH_TIMEOUT_S)
-            ok = proc.returncode == 0
-            log = proc.stdout.decode(errors="replace")
-        except (OSError, subprocess.SubprocessError) as e:
-            ok, log = False, str(e)
-        if not ok:
-            with open(failed, "w") as f:
-                f.write(cmd + "\n" + log[-4000:])
-            return None
-        os.replace(tmp, gch)
-    return header
+    # one process builds it; the others wait, then reuse it
+    return pch_maker.compile_header(folder, PCH_HEADER, pch_maker.TORCH_HEADER_TEXT,
+                                    pch_maker.torch_header_command(compiler, flags))
 
 
 WRAPPER_DIR = ".kbrl-bin"

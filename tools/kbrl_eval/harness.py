@@ -144,8 +144,7 @@ class Evaluation:
         p["inputs_on"] = str(r.get("inputs_on", "device"))
         if p["inputs_on"] not in ("device", "host"):
             raise ValueError("inputs_on '%s': expected device or host" % p["inputs_on"])
-        bd = r.get("build_dir") or os.path.join(self.w.scratch, "torch_extensions")
-        p["build_dir"] = os.path.abspath(str(bd))
+        p["build_dir"] = self.w.evaluation_build_dir(r)
         p["timeout_s"] = float(r.get("timeout_s", 300))
         # answer by timeout_s; the engine kills the whole worker only at timeout_s + its kill_grace
         p["budget_s"] = max(0.001, p["timeout_s"] - min(5.0, 0.1 * p["timeout_s"]))

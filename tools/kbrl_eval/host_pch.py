@@ -25,7 +25,6 @@ GCC's for the same text. KBRL_EVAL_NO_PCH=1 turns it off with the other precompi
 
     python3 host_pch.py REAL_COMPILER CACHE_DIR [compiler arguments...]"""
 
-import fcntl
 import hashlib
 import os
 import re
@@ -42,7 +41,6 @@ except ImportError:  # run as a script by the wrapper: its folder's parent is no
 FIXED_MODULE_ID = "_kbrl_host_pch"
 PREFIX_HEADER = pch_maker.PREFIX_HEADER
 MIN_PREFIX_LINES = 20000  # below this the header part is not worth a precompiled header
-PCH_TIMEOUT_S = 600
 # A header is some 330 MB and costs more than the compile it replaces, so it is made for a
 # prefix seen before (a second source with the same headers), and at most MAX_HEADERS of them.
 MAX_HEADERS = pch_maker.MAX_HOST_HEADERS
@@ -184,28 +182,9 @@ def precompiled_prefix(real, flags, prefix, cache_dir):
             if os.path.exists(os.path.join(cache_dir, f, PREFIX_HEADER + ".gch"))]
     if len(made) >= MAX_HEADERS:
         return None
-    with open(os.path.join(folder, "lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if os.path.exists(gch):
-            return header
-        if os.path.exists(failed):
-            return None
-        with open(header, "w", errors="surrogateescape") as f:
-            f.write(prefix)
-        tmp = "%s.%d.tmp" % (gch, os.getpid())
-        cmd = [real] + flags + ["-x", "c++-header", header, "-o", tmp]
-        try:
-            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                  timeout=PCH_TIMEOUT_S)
-            ok, log = proc.returncode == 0, proc.stdout.decode(errors="replace")
-        except (OSError, subprocess.SubprocessError) as e:
-            ok, log = False, str(e)
-        if not ok:
-            with open(failed, "w") as f:
-                f.write(" ".join(cmd) + "\n" + log[-4000:])
-            return None
-        os.replace(tmp, gch)
-    return header
+    # one process makes it; the others wait, then reuse it
+    return pch_maker.compile_header(folder, PREFIX_HEADER, prefix,
+                                    pch_maker.host_header_command(real, flags))
 
 
 def compile_with_prefix(real, args, cache_dir):

@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -279,6 +280,61 @@ def _header_name(spec):
     return TORCH_HEADER if spec["kind"] == "torch" else PREFIX_HEADER
 
 
+TORCH_HEADER_TEXT = "#pragma once\n#include <torch/extension.h>\n"
+
+
+def torch_header_command(compiler, flags):
+    """command(header, output) for compile_header: the torch header's compile as a shell line.
+    torch's ninja runs its flags through /bin/sh, so this does too, or a macro like
+    PYBIND11_COMPILER_TYPE would differ from the real compile's."""
+    return lambda header, out: " ".join([shlex.quote(compiler), "-x", "c++-header"] + flags
+                                        + [shlex.quote(header), "-o", shlex.quote(out)])
+
+
+def host_header_command(compiler, flags):
+    """command(header, output) for compile_header: a host prefix's compile, with nvcc's host
+    flags as nvcc passes them (a list, no shell)."""
+    return lambda header, out: [compiler] + flags + ["-x", "c++-header", header, "-o", out]
+
+
+def compile_header(folder, name, text, command, wait=True):
+    """folder/name holding text, and its GCC precompiled copy name.gch made by
+    command(header, output) (a list, or a shell line), one process at a time per folder (its
+    lock: the others wait, or with wait=False give up). The header's path when the .gch is
+    there afterwards, else None. A failed compile leaves `failed` (the command and what it
+    printed), and no later call tries again."""
+    header = os.path.join(folder, name)
+    gch = header + ".gch"
+    failed = os.path.join(folder, "failed")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "lock"), "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            return None  # another process makes it
+        if os.path.exists(gch):
+            return header
+        if os.path.exists(failed):
+            return None
+        with open(header, "w", errors="surrogateescape") as f:
+            f.write(text)
+        out = "%s.%d.tmp" % (gch, os.getpid())
+        cmd = command(header, out)
+        try:
+            proc = subprocess.run(cmd, shell=isinstance(cmd, str), stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, timeout=PCH_TIMEOUT_S)
+            ok, printed = proc.returncode == 0, proc.stdout.decode(errors="replace")
+        except (OSError, subprocess.SubprocessError) as e:
+            ok, printed = False, str(e)
+        if not ok:
+            with open(failed, "w", errors="surrogateescape") as f:
+                f.write((cmd if isinstance(cmd, str) else " ".join(cmd)) + "\n"
+                        + printed[-4000:])
+            return None
+        os.replace(out, gch)
+    return header
+
+
 def make(spec):
     """Builds the header of spec in spec['folder'] (one maker at a time per folder); True when
     the .gch is there afterwards."""
@@ -288,40 +344,13 @@ def make(spec):
     os.makedirs(tmp, exist_ok=True)
     os.environ["TMPDIR"] = tmp
     restrict_writes([folder])  # flags are checked; whatever they do stays in this folder
-    header = os.path.join(folder, _header_name(spec))
-    gch = header + ".gch"
-    with open(os.path.join(folder, "lock"), "w") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False  # another maker has it
-        if os.path.exists(gch):
-            return True
-        with open(header, "w", errors="surrogateescape") as f:
-            f.write("#pragma once\n#include <torch/extension.h>\n" if spec["kind"] == "torch"
-                    else spec["prefix"])
-        out = "%s.%d.tmp" % (gch, os.getpid())
-        if spec["kind"] == "torch":
-            # torch runs its flags through /bin/sh (ninja): so does this, or a macro like
-            # PYBIND11_COMPILER_TYPE would differ from the real compile
-            import shlex
-            cmd = " ".join([shlex.quote(spec["compiler"]), "-x", "c++-header"] + spec["flags"]
-                           + [shlex.quote(header), "-o", shlex.quote(out)])
-        else:
-            cmd = [spec["compiler"]] + spec["flags"] + ["-x", "c++-header", header, "-o", out]
-        try:
-            proc = subprocess.run(cmd, shell=spec["kind"] == "torch", stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, timeout=PCH_TIMEOUT_S)
-            ok, text = proc.returncode == 0, proc.stdout.decode(errors="replace")
-        except (OSError, subprocess.SubprocessError) as e:
-            ok, text = False, str(e)
-        if not ok:
-            with open(os.path.join(folder, "failed"), "w") as f:
-                f.write(str(cmd) + "\n" + text[-4000:])
-            return False
-        os.replace(out, gch)
+    if spec["kind"] == "torch":
+        text, command = TORCH_HEADER_TEXT, torch_header_command(spec["compiler"], spec["flags"])
+    else:
+        text, command = spec["prefix"], host_header_command(spec["compiler"], spec["flags"])
+    made = compile_header(folder, _header_name(spec), text, command, wait=False)
     shutil.rmtree(tmp, ignore_errors=True)
-    return True
+    return made is not None
 
 
 def main(argv):

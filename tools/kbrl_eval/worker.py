@@ -261,12 +261,18 @@ class Worker:
         from .harness import Evaluation
         self.evaluations += 1
         self.counter += 1
-        self.prime_headers(req.get("build_dir") or os.path.join(self.scratch, "torch_extensions"))
+        build_dir = self.evaluation_build_dir(req)
+        self.prime_headers(build_dir)
         try:
             return Evaluation(self, req, self.counter).run()
         finally:
-            self.make_wished_headers(req.get("build_dir")
-                                     or os.path.join(self.scratch, "torch_extensions"))
+            self.make_wished_headers(build_dir)
+
+    def evaluation_build_dir(self, req):
+        """Where an evaluation's candidate builds its extensions: the request's build_dir, else
+        the worker's own folder (the harness asks this too)."""
+        return os.path.abspath(str(req.get("build_dir")
+                                   or os.path.join(self.scratch, "torch_extensions")))
 
     def prime_headers(self, build_dir):
         """Once per extensions folder: the usual build's precompiled headers are made ahead, by

@@ -129,6 +129,35 @@ class WriteFence(unittest.TestCase):
             try_write(before)])["result"]
         self.assertEqual(after, [before, None, "Permission denied"])
 
+    def test_signals_reach_only_the_processes_it_started(self):
+        if write_fence.abi_version()[0] < 6:
+            self.skipTest("signal scoping needs Landlock ABI 6")
+        sibling = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        try:
+            def signal_them():
+                import signal
+                out = {}
+                for name, pid in (("parent", os.getppid()), ("sibling", sibling.pid)):
+                    try:
+                        os.kill(pid, 0)  # the permission check of a signal, nothing delivered
+                        out[name] = "allowed"
+                    except OSError as e:
+                        out[name] = e.strerror
+                child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+                child.send_signal(signal.SIGTERM)
+                out["own child"] = "signalled" if child.wait(timeout=30) == -signal.SIGTERM \
+                    else "not signalled"
+                return out
+            got = in_fenced_child(self.writable(), signal_them)
+            self.assertEqual(got["why"], "")
+            self.assertEqual(got["result"], {"parent": "Operation not permitted",
+                                             "sibling": "Operation not permitted",
+                                             "own child": "signalled"})
+            self.assertIsNone(sibling.poll())
+        finally:
+            sibling.kill()
+            sibling.wait()
+
     def test_the_switch_turns_it_off_and_says_so(self):
         os.environ["KBRL_EVAL_NO_WRITE_FENCE"] = "1"
         try:

@@ -11,6 +11,9 @@ would be forged. With it, a candidate process writes only:
   - /dev (GPU device files are opened for writing; /dev/shm is the sandbox's own) and /proc.
 The shared precompiled headers (.kbrl-pch, .kbrl-host-pch) and the host-compiler wrapper
 (.kbrl-bin) are read only: the worker has missing headers made (pch_maker.py).
+From Landlock ABI 6 on (kernel 6.12) the same domain also scopes signals: a candidate process
+cannot signal a process outside it - the worker, or another candidate's process, which a
+policy could otherwise kill to lower its group-mates' rewards - only those it started itself.
 The restriction is the kernel's, holds for every process the candidate starts, and cannot be
 lifted by the process. Where the kernel has no Landlock (or a container's seccomp refuses it)
 `restrict_writes` says why and the candidate runs without the fence; the worker reports that
@@ -42,8 +45,17 @@ _ABI1_WRITES = (_WRITE_FILE | _REMOVE_DIR | _REMOVE_FILE | _MAKE_CHAR | _MAKE_DI
                 | _MAKE_SOCK | _MAKE_FIFO | _MAKE_BLOCK | _MAKE_SYM)
 
 
+_SCOPE_SIGNAL = 1 << 1  # ABI 6: no signals to processes outside the domain
+
+
 class _RulesetAttr(ctypes.Structure):
     _fields_ = [("handled_access_fs", ctypes.c_uint64)]
+
+
+class _ScopedRulesetAttr(ctypes.Structure):
+    """The ruleset attributes from ABI 6 on: network rights (none handled here) and scopes."""
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
 
 
 class _PathBeneathAttr(ctypes.Structure):
@@ -76,7 +88,9 @@ def probe():
     if os.environ.get("KBRL_EVAL_NO_WRITE_FENCE") == "1":
         return "off: KBRL_EVAL_NO_WRITE_FENCE=1"
     abi, why = abi_version()
-    return "landlock ABI %d" % abi if abi > 0 else "off: " + why
+    if abi <= 0:
+        return "off: " + why
+    return "landlock ABI %d%s" % (abi, ", signals scoped" if abi >= 6 else "")
 
 
 def writes_for(abi):
@@ -100,7 +114,7 @@ def restrict_writes(writable):
         return why
     libc = _libc()
     rights = writes_for(abi)
-    attr = _RulesetAttr(rights)
+    attr = _ScopedRulesetAttr(rights, 0, _SCOPE_SIGNAL) if abi >= 6 else _RulesetAttr(rights)
     ruleset = libc.syscall(ctypes.c_long(_CREATE_RULESET), ctypes.byref(attr),
                            ctypes.c_size_t(ctypes.sizeof(attr)), ctypes.c_uint32(0))
     if ruleset < 0:

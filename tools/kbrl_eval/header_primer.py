@@ -7,7 +7,8 @@ made in 143 s by a niced maker competing with them, and nearly every build of th
 benchmark ran without headers: main.cpp 38.7 s and nvcc 39.6 s a build, 14.4 candidates a
 minute against 20.2 before the fence (H200, 2026-11-29).
 
-The primer is a trusted process the worker starts when it first sees an extensions folder. It
+The primer is a trusted process a worker starts at the first candidate of an extensions folder
+that may build an extension, on machines that build CUDA extensions (worker.prime_headers). It
 runs no candidate code and no fence. It builds a small load_inline extension of the usual shape
 (a .cu source including torch/extension.h and cuda_runtime.h, and main.cpp's bindings; C++ alone
 where there is no CUDA) beside the candidates' build folders. It installs the same build hooks a

@@ -237,7 +237,7 @@ class Worker:
         work = os.path.join(self.scratch, "build-%d" % self.counter)
         deadline = time.monotonic() + float(req.get("timeout_s", 900))
         proc = None
-        self.prime_headers(build_dir)
+        self.prime_headers(build_dir, req.get("candidate", ""))
         try:
             proc = CandidateProcess(self.zygote, deadline)
             proc.watch_memory(memory_limit_bytes(req))
@@ -262,7 +262,7 @@ class Worker:
         self.evaluations += 1
         self.counter += 1
         build_dir = self.evaluation_build_dir(req)
-        self.prime_headers(build_dir)
+        self.prime_headers(build_dir, req.get("candidate", ""))
         try:
             return Evaluation(self, req, self.counter).run()
         finally:
@@ -274,12 +274,16 @@ class Worker:
         return os.path.abspath(str(req.get("build_dir")
                                    or os.path.join(self.scratch, "torch_extensions")))
 
-    def prime_headers(self, build_dir):
-        """Once per extensions folder: the usual build's precompiled headers are made ahead, by
-        a trusted process, while candidates' fenced builds could only wish for them
-        (header_primer.py). Not with the precompiled headers off."""
+    def prime_headers(self, build_dir, candidate_source):
+        """Once per extensions folder, at its first candidate that may build an extension: the
+        usual CUDA build's precompiled headers are made ahead, by a trusted process, while
+        candidates' fenced builds could only wish for them (header_primer.py). Only where CUDA
+        extensions are built (a CUDA torch and nvcc): those are the builds the headers save
+        most in, and a machine without them is spared the primer's build. Not with the
+        precompiled headers off."""
         root = os.path.dirname(os.path.abspath(build_dir))
-        if self.args.no_pch or root in self.primed:
+        if (self.args.no_pch or root in self.primed or not cuda_builds_possible()
+                or not any(w in str(candidate_source) for w in ("load_inline", "cpp_extension"))):
             return
         self.primed.add(root)
         from . import header_primer
@@ -295,6 +299,16 @@ class Worker:
         pch_maker.collect(os.path.abspath(build_dir),
                           log=lambda m: print("kbrl evaluation worker: " + m, file=sys.stderr,
                                               flush=True))
+
+
+def cuda_builds_possible():
+    """A CUDA torch and an nvcc where torch's cpp_extension looks for one (CUDA_HOME, PATH,
+    /usr/local/cuda), without importing cpp_extension here."""
+    if torch is None or getattr(torch.version, "cuda", None) is None:
+        return False
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    return bool((home and os.path.exists(os.path.join(home, "bin", "nvcc")))
+                or shutil.which("nvcc") or os.path.exists("/usr/local/cuda/bin/nvcc"))
 
 
 def _on_alarm(signum, frame):

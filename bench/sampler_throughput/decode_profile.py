@@ -5,7 +5,9 @@ The profiled run prefills its prompts before it decodes, and with long prompts t
 kernels dominate the trace (kbrl-bench-generate's own table counts them in). This keeps the
 kernels from the first decode-attention kernel on (the first decode step; the prefill uses other
 attention kernels) and divides by the decode steps; then the device's idle time between kernels,
-by the length of each wait:
+by the length of each wait. With programmatic dependent launch (the default on sm_90) a kernel
+starts before the one before it ends and its duration includes that wait: the table's times then
+overlap and over-count, and the span and idle lines are the ones to read:
 
     python3 decode_profile.py TRACE.json STEPS [--top 20] [--marker decode_attention]
 """

@@ -34,9 +34,11 @@ import sys
 
 try:
     from . import pch_maker
+    from .header_primer import PRIMING_ENV
 except ImportError:  # run as a script by the wrapper: its folder's parent is not on the path
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from kbrl_eval import pch_maker
+    from kbrl_eval.header_primer import PRIMING_ENV
 
 FIXED_MODULE_ID = "_kbrl_host_pch"
 PREFIX_HEADER = pch_maker.PREFIX_HEADER
@@ -174,7 +176,7 @@ def precompiled_prefix(real, flags, prefix, cache_dir):
         return None
     seen = os.path.join(folder, "seen")
     # the header primer's prefix is the usual one: made at first sight (header_primer.py)
-    if not os.path.exists(seen) and os.environ.get("KBRL_EVAL_PRIMING") != "1":
+    if not os.path.exists(seen) and os.environ.get(PRIMING_ENV) != "1":
         os.makedirs(folder, exist_ok=True)
         open(seen, "w").close()
         return None

@@ -174,15 +174,10 @@ def precompiled_prefix(real, flags, prefix, cache_dir):
         # a fenced candidate's build reads the cache only: the worker has the header made
         pch_maker.wish("host", {"compiler": real, "flags": flags}, prefix)
         return None
-    seen = os.path.join(folder, "seen")
     # the header primer's prefix is the usual one: made at first sight (header_primer.py)
-    if not os.path.exists(seen) and os.environ.get(PRIMING_ENV) != "1":
-        os.makedirs(folder, exist_ok=True)
-        open(seen, "w").close()
+    if os.environ.get(PRIMING_ENV) != "1" and not pch_maker.seen_before(folder):
         return None
-    made = [f for f in os.listdir(cache_dir)
-            if os.path.exists(os.path.join(cache_dir, f, PREFIX_HEADER + ".gch"))]
-    if len(made) >= MAX_HEADERS:
+    if len(pch_maker.headers_made(cache_dir, PREFIX_HEADER)) >= MAX_HEADERS:
         return None
     # one process makes it; the others wait, then reuse it
     return pch_maker.compile_header(folder, PREFIX_HEADER, prefix,

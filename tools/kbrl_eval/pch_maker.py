@@ -142,9 +142,21 @@ def check_flags(flags, roots):
     return ""
 
 
-def _made(cache, header_name):
+def headers_made(cache, header_name):
+    """The folders of cache that hold header_name's .gch."""
     return [d for d in os.listdir(cache)
             if os.path.exists(os.path.join(cache, d, header_name + ".gch"))]
+
+
+def seen_before(folder):
+    """Whether a host prefix's folder was seen before; marks it seen. A prefix seen once gets
+    no header (most are never seen again); the second sight does."""
+    seen = os.path.join(folder, "seen")
+    if os.path.exists(seen):
+        return True
+    os.makedirs(folder, exist_ok=True)
+    open(seen, "w").close()
+    return False
 
 
 def _plan(wish_file, build_dir, roots):
@@ -167,7 +179,7 @@ def _plan(wish_file, build_dir, roots):
             return None, "compiler %r is not %r" % (w.get("compiler"), compiler)
         folder = torch_folder(build_dir, compiler, flags)
         cache = os.path.dirname(folder)
-        if os.path.isdir(cache) and len(_made(cache, TORCH_HEADER)) >= MAX_TORCH_HEADERS:
+        if os.path.isdir(cache) and len(headers_made(cache, TORCH_HEADER)) >= MAX_TORCH_HEADERS:
             return None, "the cache holds %d torch headers" % MAX_TORCH_HEADERS
         return {"kind": "torch", "folder": folder, "compiler": compiler, "flags": flags}, None
     if w.get("kind") == "host":
@@ -183,12 +195,9 @@ def _plan(wish_file, build_dir, roots):
             prefix = f.read()
         cache = os.path.join(parent, HOST_PCH_DIR)
         folder = host_folder(cache, real, flags, prefix)
-        # a prefix seen once gets no header (most are never seen again); the second sight does
-        if not os.path.exists(os.path.join(folder, "seen")):
-            os.makedirs(folder, exist_ok=True)
-            open(os.path.join(folder, "seen"), "w").close()
+        if not seen_before(folder):
             return None, "seen once"
-        if len(_made(cache, PREFIX_HEADER)) >= MAX_HOST_HEADERS:
+        if len(headers_made(cache, PREFIX_HEADER)) >= MAX_HOST_HEADERS:
             return None, "the cache holds %d host headers" % MAX_HOST_HEADERS
         return {"kind": "host", "folder": folder, "compiler": real, "flags": flags,
                 "prefix": prefix}, None

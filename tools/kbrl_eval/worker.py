@@ -7,6 +7,7 @@ The process is also made non-dumpable, so that a candidate process of the same u
 its memory or its file descriptors through /proc or ptrace."""
 
 import argparse
+import functools
 import gc
 import json
 import linecache
@@ -301,9 +302,11 @@ class Worker:
                                               flush=True))
 
 
+@functools.lru_cache(maxsize=None)
 def cuda_builds_possible():
     """A CUDA torch and an nvcc where torch's cpp_extension looks for one (CUDA_HOME, PATH,
-    /usr/local/cuda), without importing cpp_extension here."""
+    /usr/local/cuda), without importing cpp_extension here. Looked up once per worker: it is
+    asked at every evaluation."""
     if torch is None or getattr(torch.version, "cuda", None) is None:
         return False
     home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")

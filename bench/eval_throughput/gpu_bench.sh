@@ -6,7 +6,9 @@
 #       builds kbrl-bench-eval (bench/gpu_prebuilt.sh), then evaluates the 64 candidates with
 #       it on GPU 0, pinned to the first 16 CPU cores (what one GPU of a single-GPU machine gets
 #       here). KBRL_EVAL_SPARES and KBRL_EVAL_FULL_CUDA_HEADER reach its workers (worker
-#       README), to compare spare counts or the full torch header in the same call.
+#       README), to compare spare counts or the full torch header in the same call;
+#       KBRL_TIMING_PRECISION (e.g. 0.01, as RL runs time) is passed as --timing-precision
+#       (default 0: KernelBench's 100 timed runs).
 #   bash bench/eval_throughput/gpu_bench.sh baseline OUT SHARDS [PREVIOUS_OUT]
 #       the KernelBench-protocol baseline, split into SHARDS contiguous slices of the manifest,
 #       slice i on GPU i and its own 16 cores, each slice one sequential process as the protocol
@@ -40,6 +42,7 @@ kbrl)
   timeout "$limit" taskset -c 0-15 build-gpu/kbrl-bench-eval \
     --manifest "$cands/manifest.json" --candidates "$cands" --kernelbench "$kb" \
     --builders "${KBRL_BUILDERS:-12}" --gpu 0 --out "$out/kbrl.json" --keep "$keep" \
+    --timing-precision "${KBRL_TIMING_PRECISION:-0}" \
     > "$out/kbrl.log" 2>&1
   echo "kbrl-bench-eval exit $?"
   grep -v "^\[20" "$out/kbrl.log" | tail -12

@@ -125,16 +125,16 @@ class SpareCount(unittest.TestCase):
         from kbrl_eval.worker import spares_wanted
         self.spares_wanted = spares_wanted
 
-    def test_unset_or_empty_keeps_two_quietly(self):
-        self.assertEqual(self.spares_wanted(None), (2, None))
-        self.assertEqual(self.spares_wanted(" "), (2, None))
+    def test_unset_or_empty_keeps_four_quietly(self):
+        self.assertEqual(self.spares_wanted(None), (4, None))
+        self.assertEqual(self.spares_wanted(" "), (4, None))
 
     def test_a_whole_number_in_range_is_taken(self):
-        self.assertEqual(self.spares_wanted("4"), (4, None))
+        self.assertEqual(self.spares_wanted("6"), (6, None))
 
-    def test_garbage_keeps_two_and_says_so(self):
+    def test_garbage_keeps_four_and_says_so(self):
         count, problem = self.spares_wanted("four")
-        self.assertEqual(count, 2)
+        self.assertEqual(count, 4)
         self.assertIn("'four' is not a whole number", problem)
 
     def test_out_of_range_is_clamped_and_said(self):

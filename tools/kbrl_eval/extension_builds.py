@@ -211,9 +211,10 @@ def _torch_pch_for(cflags, post_cflags):
     if os.path.exists(failed):
         return None
     if pch_maker.fenced():
-        # a fenced candidate reads the cache only: the worker has the header made (pch_maker)
+        # a fenced candidate reads the cache only: the worker has the header made (pch_maker),
+        # and this build waits for it
         pch_maker.wish("torch", {"compiler": compiler, "flags": flags})
-        return None
+        return header if pch_maker.await_header(folder, PCH_HEADER) else None
     # one process builds it; the others wait, then reuse it
     return pch_maker.compile_header(folder, PCH_HEADER, pch_maker.TORCH_HEADER_TEXT,
                                     pch_maker.torch_header_command(compiler, flags))
@@ -298,8 +299,7 @@ def install_torch_pch(cpp_extension):
 
 def install_candidate_build_hooks(cpp_extension, no_pch=False, full_cuda_header=False,
                                   log=lambda m: None):
-    """Every hook above, in the order a candidate's process installs them (zygote.child_main)
-    and the header primer does (header_primer.py): the same builds either way."""
+    """Every hook above, in the order a candidate's process installs them (zygote.child_main)."""
     install_crash_safe_lock(cpp_extension)
     install_build_reuse(cpp_extension)
     if not full_cuda_header:

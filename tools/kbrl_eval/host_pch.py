@@ -34,11 +34,9 @@ import sys
 
 try:
     from . import pch_maker
-    from .header_primer import PRIMING_ENV
 except ImportError:  # run as a script by the wrapper: its folder's parent is not on the path
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from kbrl_eval import pch_maker
-    from kbrl_eval.header_primer import PRIMING_ENV
 
 FIXED_MODULE_ID = "_kbrl_host_pch"
 PREFIX_HEADER = pch_maker.PREFIX_HEADER
@@ -171,11 +169,13 @@ def precompiled_prefix(real, flags, prefix, cache_dir):
     if os.path.exists(failed):
         return None
     if pch_maker.fenced():
-        # a fenced candidate's build reads the cache only: the worker has the header made
+        # a fenced candidate's build reads the cache only: the worker has the header made (a
+        # prefix seen before: pch_maker._plan). This build does not wait for it: making a host
+        # header under load took longer than the compile it replaces (H200, 2026-11-29: the
+        # first builds that waited took 82-88 s, against 54 s without the header).
         pch_maker.wish("host", {"compiler": real, "flags": flags}, prefix)
         return None
-    # the header primer's prefix is the usual one: made at first sight (header_primer.py)
-    if os.environ.get(PRIMING_ENV) != "1" and not pch_maker.seen_before(folder):
+    if not pch_maker.seen_before(folder):
         return None
     if len(pch_maker.headers_made(cache_dir, PREFIX_HEADER)) >= MAX_HEADERS:
         return None

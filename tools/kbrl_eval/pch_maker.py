@@ -4,14 +4,21 @@ A precompiled header in .kbrl-pch (torch/extension.h for main.cpp, extension_bui
 .kbrl-host-pch (the torch part of nvcc's host compile, host_pch.py) is included by every later
 build with the same flags. A candidate that could write one would compile its own code into
 other candidates' libraries, so fenced candidate processes (write_fence.py) only read these
-caches. When a fenced build finds no header for its flags it compiles without one and leaves a
-wish in its own build folder (`wish`). Once the candidate's process is gone the worker hands the
-folder to `collect`, which checks each wish - the compiler is the one kbrl runs, every flag is of
+caches. When a fenced build finds no header for its flags it leaves a wish in its own build
+folder (`wish`). While the candidate builds, the worker hands the folder to `collect` every
+quarter second (`collecting`), and once more when the candidate is gone. `collect` checks each
+wish - the compiler is the one kbrl runs, every flag is of
 a known kind and names only trusted folders - and starts a maker process for it. The maker writes
 only the header's own cache folder (its own write fence) and builds the header from what the key
 is made of: compiler, flags and, for the host header, the prefix text. What a header holds is so
 a function of its key, and a candidate can put into another's build only what that build would
-compile itself. Later builds with those flags find the header.
+compile itself. On a fresh machine the first builds' wishes are the only early notice of the
+flags candidates use, so makers start while those builds run. A build that wished for the torch
+header waits for it (`await_header`): making it costs about what the build's own parse of
+torch/extension.h would, and main.cpp's compile runs beside nvcc's longer one. One that wished
+for a host header compiles without it: that header is some 330 MB, and made under the load of
+a dozen builds it took longer than the compile it replaces. Later builds with those flags find
+the headers.
 
     python3 -m kbrl_eval.pch_maker SPEC.json      (what collect starts)"""
 
@@ -25,6 +32,8 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import threading
+import time
 
 WISHES = ".kbrl-pch-wishes"
 PCH_DIR = ".kbrl-pch"
@@ -41,8 +50,14 @@ PCH_TIMEOUT_S = 600
 MAX_WISH_BYTES = 1 << 20
 MAX_PREFIX_BYTES = 64 << 20
 MAX_MAKERS = 4
+# A wishing build waits this long for a maker to take its wish up (the worker looks every
+# COLLECT_EVERY_S, and a maker is a fresh Python process), and at most WISH_WAIT_S in all.
+COLLECT_EVERY_S = 0.25
+WISH_GRACE_S = 3.0
+WISH_WAIT_S = 300.0
 
 _makers = []  # maker processes started and not yet reaped
+_collect_lock = threading.Lock()  # collect runs in the worker's thread and in `collecting`'s
 
 # Flags without a path: macros, language and code-generation switches, warnings. Anything that
 # runs or loads another program (-fplugin, -B, -specs, -Wl, -Wp, -Xlinker) or names a file is
@@ -96,6 +111,46 @@ def wish(kind, spec, prefix=None):
             json.dump(dict(spec, kind=kind), f)
     except OSError:
         pass
+
+
+def await_header(folder, name, grace_s=WISH_GRACE_S, limit_s=WISH_WAIT_S):
+    """After a fenced build's wish: whether folder/name.gch is there, waiting while the worker's
+    maker makes it (it holds the folder's lock) or is about to (collect wrote spec.json less
+    than grace_s ago). Gives up after grace_s when no maker takes the wish up (refused, or
+    no worker collects early), when the maker fails, or after limit_s."""
+    gch = os.path.join(folder, name + ".gch")
+    spec = os.path.join(folder, "spec.json")
+    start = time.monotonic()
+    while time.monotonic() - start < limit_s:
+        if os.path.exists(gch):
+            return True
+        if os.path.exists(os.path.join(folder, "failed")):
+            return False
+        if not _locked(os.path.join(folder, "lock")):
+            try:
+                fresh = time.time() - os.path.getmtime(spec) < grace_s
+            except OSError:
+                fresh = False
+            if not fresh and time.monotonic() - start > grace_s:
+                return os.path.exists(gch)
+        time.sleep(0.1)
+    return os.path.exists(gch)
+
+
+def _locked(path):
+    """Whether another process holds path's lock; a read-only open, as a fenced build can."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
 
 
 def _trusted_roots(build_dir):
@@ -204,9 +259,17 @@ def _plan(wish_file, build_dir, roots):
     return None, "unknown kind"
 
 
-def collect(build_dir, log=lambda m: None):
-    """Starts a maker for every sound wish left in build_dir (the candidate that left them is
-    gone) and removes the wishes; returns how many makers started. Never raises."""
+def collect(build_dir, log=lambda m: None, final=True, nice=10):
+    """Starts a maker for every sound wish left in build_dir and removes the wishes it read;
+    returns how many makers started. While the candidate builds (final=False) a wish left for
+    lack of a maker slot stays for the next look; final (the candidate is gone) removes the
+    whole wish folder. Makers run at `nice`: below the evaluations, whose timings share the
+    machine, unless builds wait for them. Never raises."""
+    with _collect_lock:
+        return _collect(build_dir, log, final, nice)
+
+
+def _collect(build_dir, log, final, nice):
     _reap()
     folder = os.path.join(build_dir, WISHES)
     try:
@@ -219,39 +282,79 @@ def collect(build_dir, log=lambda m: None):
         for name in names:
             if len(_makers) >= MAX_MAKERS:
                 break
+            wish_file = os.path.join(folder, name)
             try:
-                spec, why = _plan(os.path.join(folder, name), build_dir, roots)
+                spec, why = _plan(wish_file, build_dir, roots)
             except (OSError, ValueError) as e:
                 spec, why = None, str(e)
+            _forget(wish_file)
             if spec is None:
                 if why != "seen once":
                     log("precompiled header not made: %s" % why)
                 continue
-            gch = os.path.join(spec["folder"], _header_name(spec) + ".gch")
-            if (os.path.exists(gch) or os.path.exists(os.path.join(spec["folder"], "failed"))
-                    or _being_made(spec["folder"])):
-                continue
-            os.makedirs(spec["folder"], exist_ok=True)
-            with open(os.path.join(spec["folder"], "spec.json"), "w",
-                      errors="surrogateescape") as f:
-                json.dump(spec, f)
-            # below the evaluations' priority: it shares the machine with their timings
-            nice = shutil.which("nice")
-            maker = subprocess.Popen(
-                ([nice, "-n", "10"] if nice else [])
-                + [sys.executable, "-c", "import sys; sys.path.insert(0, %r); "
-                   "from kbrl_eval.pch_maker import main; sys.exit(main(sys.argv[1:]))"
-                   % os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                   os.path.join(spec["folder"], "spec.json")],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                close_fds=True, start_new_session=True)
-            maker.kbrl_folder = spec["folder"]
-            _makers.append(maker)
-            started += 1
+            if _start_maker(spec, nice):
+                started += 1
     except Exception as e:  # noqa: BLE001 - a missing speed-up is not an evaluation's failure
         log("precompiled headers: %s" % e)
-    shutil.rmtree(folder, ignore_errors=True)
+    if final:
+        shutil.rmtree(folder, ignore_errors=True)
     return started
+
+
+def _forget(wish_file):
+    for path in (wish_file, wish_file[:-len(".json")] + ".h"):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def _start_maker(spec, nice):
+    """Starts spec's maker unless its header is there, failed or being made."""
+    gch = os.path.join(spec["folder"], _header_name(spec) + ".gch")
+    if (os.path.exists(gch) or os.path.exists(os.path.join(spec["folder"], "failed"))
+            or _being_made(spec["folder"])):
+        return False
+    os.makedirs(spec["folder"], exist_ok=True)
+    with open(os.path.join(spec["folder"], "spec.json"), "w", errors="surrogateescape") as f:
+        json.dump(spec, f)
+    nice_cmd = shutil.which("nice") if nice else None
+    maker = subprocess.Popen(
+        ([nice_cmd, "-n", str(nice)] if nice_cmd else [])
+        + [sys.executable, "-c", "import sys; sys.path.insert(0, %r); "
+           "from kbrl_eval.pch_maker import main; sys.exit(main(sys.argv[1:]))"
+           % os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+           os.path.join(spec["folder"], "spec.json")],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        close_fds=True, start_new_session=True)
+    maker.kbrl_folder = spec["folder"]
+    _makers.append(maker)
+    return True
+
+
+class collecting:
+    """`with collecting(build_dir, log, nice):` around a candidate's build - its wishes are
+    collected every COLLECT_EVERY_S while it runs, so the makers start while the build that
+    wished waits for them - and once more, finally, after it."""
+
+    def __init__(self, build_dir, log=lambda m: None, nice=10):
+        self.build_dir, self.log, self.nice = os.path.abspath(build_dir), log, nice
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._look, daemon=True)
+
+    def _look(self):
+        while not self._stop.wait(COLLECT_EVERY_S):
+            collect(self.build_dir, self.log, final=False, nice=self.nice)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        collect(self.build_dir, self.log, final=True, nice=self.nice)
+        return False
 
 
 def _being_made(folder):

@@ -7,7 +7,6 @@ The process is also made non-dumpable, so that a candidate process of the same u
 its memory or its file descriptors through /proc or ptrace."""
 
 import argparse
-import functools
 import gc
 import json
 import linecache
@@ -25,17 +24,22 @@ from . import write_fence
 
 # Candidate processes kept starting up ahead of their candidates. Each start (CUDA context, the
 # profiler's first use) takes about 3.6 s on an H200, so back-to-back candidates of 1-2 s wait
-# for a spare ("process_start" in phase_seconds): KBRL_EVAL_SPARES raises the count to compare
+# for a spare ("process_start" in phase_seconds). Two spares left 94.5 s of such waits in the
+# 64-candidate benchmark, four 19.5 s (H200, 2026-11-29). KBRL_EVAL_SPARES sets the count
 # (each spare holds a CUDA context, about 0.5 GB of GPU memory).
+DEFAULT_SPARES = 4
+
+
 def spares_wanted(text):
     """The spare count KBRL_EVAL_SPARES (`text`, None when unset) asks for, 1 to 16, and what
     to tell the user when the value was not usable as given (else None)."""
     if text is None or text.strip() == "":
-        return 2, None
+        return DEFAULT_SPARES, None
     try:
         asked = int(text)
     except ValueError:
-        return 2, "KBRL_EVAL_SPARES=%r is not a whole number; keeping 2 spare processes" % text
+        return DEFAULT_SPARES, ("KBRL_EVAL_SPARES=%r is not a whole number; keeping %d spare "
+                                "processes" % (text, DEFAULT_SPARES))
     count = max(1, min(16, asked))
     if count != asked:
         return count, ("KBRL_EVAL_SPARES=%d is outside 1-16; keeping %d spare processes"
@@ -67,8 +71,6 @@ class Worker:
         self.zygote = None
         self.spares = []  # the next candidates' processes, started ahead (start_spare)
         self.references = ReferenceStore()  # the reference's work, shared across candidates
-        self.primed = set()  # extensions folders whose header primer was started
-        self.primers = []    # their processes (polled by subprocess, reaped when done)
         self._start_torch()
 
     def _start_torch(self):
@@ -238,12 +240,14 @@ class Worker:
         work = os.path.join(self.scratch, "build-%d" % self.counter)
         deadline = time.monotonic() + float(req.get("timeout_s", 900))
         proc = None
-        self.prime_headers(build_dir, req.get("candidate", ""))
         try:
             proc = CandidateProcess(self.zygote, deadline)
             proc.watch_memory(memory_limit_bytes(req))
-            proc.request("build", "the build", candidate=req["candidate"], dir=work,
-                         build_dir=build_dir)
+            # the builder's own turn: its wished headers are made at full priority, since
+            # the build waits for them
+            with self.headers_wished(build_dir, nice=0):
+                proc.request("build", "the build", candidate=req["candidate"], dir=work,
+                             build_dir=build_dir)
             ans = {"id": rid, "ok": True, "error": "none", "error_excerpt": ""}
         except CandidateError as e:
             ans = {"id": rid, "ok": False, "error": "compile", "error_excerpt": e.excerpt}
@@ -253,7 +257,6 @@ class Worker:
         finally:
             if proc is not None:
                 proc.close()
-            self.make_wished_headers(build_dir)
             shutil.rmtree(work, ignore_errors=True)
         ans["compile_seconds"] = now() - t0
         return ans
@@ -262,12 +265,8 @@ class Worker:
         from .harness import Evaluation
         self.evaluations += 1
         self.counter += 1
-        build_dir = self.evaluation_build_dir(req)
-        self.prime_headers(build_dir, req.get("candidate", ""))
-        try:
+        with self.headers_wished(self.evaluation_build_dir(req), nice=10):
             return Evaluation(self, req, self.counter).run()
-        finally:
-            self.make_wished_headers(build_dir)
 
     def evaluation_build_dir(self, req):
         """Where an evaluation's candidate builds its extensions: the request's build_dir, else
@@ -275,43 +274,15 @@ class Worker:
         return os.path.abspath(str(req.get("build_dir")
                                    or os.path.join(self.scratch, "torch_extensions")))
 
-    def prime_headers(self, build_dir, candidate_source):
-        """Once per extensions folder, at its first candidate that may build an extension: the
-        usual CUDA build's precompiled headers are made ahead, by a trusted process, while
-        candidates' fenced builds could only wish for them (header_primer.py). Only where CUDA
-        extensions are built (a CUDA torch and nvcc): those are the builds the headers save
-        most in, and a machine without them is spared the primer's build. Not with the
-        precompiled headers off."""
-        root = os.path.dirname(os.path.abspath(build_dir))
-        if (self.args.no_pch or root in self.primed or not cuda_builds_possible()
-                or not any(w in str(candidate_source) for w in ("load_inline", "cpp_extension"))):
-            return
-        self.primed.add(root)
-        from . import header_primer
-        primer = header_primer.start(build_dir)
-        if primer is not None:
-            self.primers.append(primer)
-
-    def make_wished_headers(self, build_dir):
-        """The candidate's process is gone: the precompiled headers its fenced build wished
-        for are made in the background, by processes that write only their cache folders
-        (pch_maker.py). A wish that is not sound is dropped: a missing speed-up, no error."""
+    def headers_wished(self, build_dir, nice):
+        """Around a candidate's build or evaluation: the precompiled headers its fenced build
+        wishes for are made meanwhile, by processes that write only their cache folders, and
+        the build waits for them (pch_maker.collecting). A wish that is not sound is dropped
+        and logged: a missing speed-up, no error."""
         from . import pch_maker
-        pch_maker.collect(os.path.abspath(build_dir),
-                          log=lambda m: print("kbrl evaluation worker: " + m, file=sys.stderr,
-                                              flush=True))
-
-
-@functools.lru_cache(maxsize=None)
-def cuda_builds_possible():
-    """A CUDA torch and an nvcc where torch's cpp_extension looks for one (CUDA_HOME, PATH,
-    /usr/local/cuda), without importing cpp_extension here. Looked up once per worker: it is
-    asked at every evaluation."""
-    if torch is None or getattr(torch.version, "cuda", None) is None:
-        return False
-    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
-    return bool((home and os.path.exists(os.path.join(home, "bin", "nvcc")))
-                or shutil.which("nvcc") or os.path.exists("/usr/local/cuda/bin/nvcc"))
+        return pch_maker.collecting(
+            build_dir, nice=nice,
+            log=lambda m: print("kbrl evaluation worker: " + m, file=sys.stderr, flush=True))
 
 
 def _on_alarm(signum, frame):

@@ -223,6 +223,14 @@ BOOST_AUTO_TEST_CASE(on_the_cpu_every_op_is_the_composition) {
   check_equal(decode_linear(lx, lw, lb), at::linear(lx, lw, lb), "decode_linear");
   const auto lgu = randn({1, 1, 16}, 15, o);
   check_equal(swiglu_linear(lgu, lw, {}), at::linear(swiglu(lgu), lw), "swiglu_linear");
+  // one decode token's projection + RoPE as one kernel: not on the CPU (the caller runs both)
+  linear_layer pq{randn({32, 8}, 16, o), {}}, pk{randn({16, 8}, 17, o), {}},
+    pv{randn({16, 8}, 18, o), {}};
+  const auto pw = fuse_rows({&pq.weight, &pk.weight, &pv.weight});
+  const auto one = staggered_positions(1, 1, at::kCPU);
+  auto ck = randn({1, 2, 12, 8}, 19, o), cv = randn({1, 2, 12, 8}, 20, o);
+  BOOST_CHECK(!decode_rope_qkv(randn({1, 1, 8}, 21, o), pw, {}, {&pq, &pk, &pv}, l,
+                               make_rotary_embedding(at::rand({4}), one, at::kFloat), one, ck, cv));
 }
 
 BOOST_AUTO_TEST_CASE(fused_rows_are_views_and_projections_equal_the_layers) {
@@ -412,6 +420,85 @@ BOOST_AUTO_TEST_CASE(decode_linear_kernel_matches_the_operations) {
     const auto wide = randn({1, 1, 1537}, 1, o), w = randn({64, 1536}, 2, o);
     const auto x = wide.narrow(-1, 1, 1536);
     check_equal(decode_linear(x, w, {}), at::linear(x, w), "misaligned input");
+  }
+}
+
+/// q|k|v layers of `l` over `hidden` features, stacked as the model stacks them (fuse_rows).
+struct stacked_qkv {
+  linear_layer q, k, v;
+  at::Tensor weight, bias;
+  std::vector<const linear_layer*> parts() const { return {&q, &k, &v}; }
+};
+stacked_qkv make_stacked_qkv(const qkv_layout& l, int64_t hidden, bool with_bias,
+                             const at::TensorOptions& o) {
+  stacked_qkv s;
+  const int64_t n[3] = {l.heads * l.head_dim, l.kv_heads * l.head_dim, l.kv_heads * l.head_dim};
+  linear_layer* layers[3] = {&s.q, &s.k, &s.v};
+  for (int i = 0; i < 3; ++i) {
+    layers[i]->weight = randn({n[i], hidden}, 61 + i, o) * 0.05;
+    layers[i]->bias = with_bias ? randn({n[i]}, 64 + i, o) : at::Tensor{};
+  }
+  s.weight = fuse_rows({&s.q.weight, &s.k.weight, &s.v.weight});
+  s.bias = fuse_rows({&s.q.bias, &s.k.bias, &s.v.bias});
+  return s;
+}
+
+BOOST_AUTO_TEST_CASE(decode_rope_qkv_kernel_equals_the_projection_then_rope_qkv) {
+  if (skip_without_cuda("decode_rope_qkv_kernel_equals_the_projection_then_rope_qkv"))
+    return;
+  struct shape {
+    int64_t heads, kv_heads, head_dim, hidden;
+    bool bias;
+  };
+  // Qwen2-1.5B's attention (bias), an MHA with head_dim 64 and no bias, head_dim 4 (one pair a
+  // head a block)
+  const std::vector<shape> shapes{{12, 2, 128, 1536, true}, {4, 4, 64, 256, false},
+                                  {3, 1, 4, 64, true}};
+  for (const auto& p : kernel_precisions) {
+    if (p.dtype == at::kFloat)
+      continue; // cuBLAS keeps float32, and so the two
+    const auto o = at::TensorOptions(at::kCUDA).dtype(p.dtype);
+    for (const auto& sh : shapes)
+      for (int64_t position : {0, 37, 50}) { // 50: past the cache, neither is written
+        BOOST_TEST_CONTEXT(c10::toString(p.dtype) << " heads " << sh.heads << "/" << sh.kv_heads
+                                                  << " dim " << sh.head_dim << " position "
+                                                  << position) {
+          const qkv_layout l{sh.heads, sh.kv_heads, sh.head_dim};
+          const auto qkv = make_stacked_qkv(l, sh.hidden, sh.bias, o);
+          const auto x = randn({1, 1, sh.hidden}, 71, o) * 2;
+          const auto pos = at::full({1, 1}, position, at::TensorOptions(at::kLong)).to(at::kCUDA);
+          const auto inv_freq =
+            (at::rand({sh.head_dim / 2}, at::TensorOptions(at::kFloat)) * 0.5).to(at::kCUDA);
+          const auto rot = make_rotary_embedding(inv_freq, pos, p.dtype);
+          // slot 1 of 3, 40 positions: the kernel touches only its own slot and position
+          const auto cache_k = randn({3, sh.kv_heads, 40, sh.head_dim}, 72, o);
+          const auto cache_v = randn({3, sh.kv_heads, 40, sh.head_dim}, 73, o);
+          const auto ref_k = cache_k.clone(), ref_v = cache_v.clone();
+          const auto got = decode_rope_qkv(x, qkv.weight, qkv.bias, qkv.parts(), l, rot, pos,
+                                           cache_k.narrow(0, 1, 1), cache_v.narrow(0, 1, 1));
+          BOOST_REQUIRE(got.has_value());
+          const auto want = rope_qkv(fused_projection(x, qkv.weight, qkv.bias, qkv.parts()), l,
+                                     rot, {}, {}, 1e-6, pos, ref_k.narrow(0, 1, 1),
+                                     ref_v.narrow(0, 1, 1));
+          check_equal(got->q, want.q, "q");
+          check_equal(cache_k, ref_k, "the whole key cache");
+          check_equal(cache_v, ref_v, "the whole value cache");
+          BOOST_CHECK(got->keys.is_same(cache_k.narrow(0, 1, 1)) || got->keys.equal(want.keys));
+        }
+      }
+    // Where it does not apply, nothing: two tokens, a LoRA term, float32.
+    const qkv_layout l{4, 2, 16};
+    auto qkv = make_stacked_qkv(l, 64, true, o);
+    const auto pos = at::zeros({1, 1}, at::TensorOptions(at::kLong)).to(at::kCUDA);
+    const auto rot = make_rotary_embedding(
+      at::rand({8}, at::TensorOptions(at::kFloat)).to(at::kCUDA), pos, p.dtype);
+    const auto ck = randn({1, 2, 8, 16}, 74, o), cv = randn({1, 2, 8, 16}, 75, o);
+    BOOST_CHECK(!decode_rope_qkv(randn({1, 2, 64}, 76, o), qkv.weight, qkv.bias, qkv.parts(), l,
+                                 rot, pos, ck, cv));
+    qkv.k.lora.a = randn({2, 64}, 77, o);
+    qkv.k.lora.b = randn({32, 2}, 78, o);
+    BOOST_CHECK(!decode_rope_qkv(randn({1, 1, 64}, 79, o), qkv.weight, qkv.bias, qkv.parts(), l,
+                                 rot, pos, ck, cv));
   }
 }
 

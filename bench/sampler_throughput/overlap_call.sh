@@ -7,7 +7,9 @@
 #     KBRL_DECODE_PDL=off turns it off),
 #   - the engine's step overlap (generation_engine.hpp; --overlap on,off).
 # Then one profiled batch-1 run with the defaults (decode_profile.py: kernels and idle time).
-#   [GOLDEN=1] bash bench/sampler_throughput/overlap_call.sh OUT [BATCHES]
+# OFF names another switch for the "off" rows instead of PDL, e.g.
+# OFF=KBRL_DECODE_QKV_ROPE=off (RoPE and the cache write folded into the q|k|v GEMV or not).
+#   [GOLDEN=1] [OFF=VAR=value] bash bench/sampler_throughput/overlap_call.sh OUT [BATCHES]
 set -uo pipefail
 out=$1
 batches=${2:-1,128}
@@ -31,12 +33,13 @@ generate() {
     --dir /tmp/kbrl-qwen2-1.5b --cuda-graphs on --device cuda --dtype bf16 --prompt 512 \
     --new 256 "$@" 2>&1 | grep -E "^batch|bound|fell back|rror"
 }
+off=${OFF:-KBRL_DECODE_PDL=off}
 for round in 1 2; do
   echo "== round $round"
-  KBRL_DECODE_PDL=off generate --batch "$batches" --overlap off,on \
-    --out "$out/r$round-pdl-off.json" | sed 's/^/[pdl off] /'
-  generate --batch "$batches" --overlap off,on --out "$out/r$round-pdl-on.json" \
-    | sed 's/^/[pdl on]  /'
+  (export "$off"; generate --batch "$batches" --overlap off,on --out "$out/r$round-off.json") \
+    | sed "s/^/[$off] /"
+  generate --batch "$batches" --overlap off,on --out "$out/r$round-on.json" \
+    | sed 's/^/[defaults] /'
 done
 echo "== profile, batch 1, defaults"
 build-gpu/kbrl-bench-generate --config "$here/qwen2-1.5b.config.json" \

@@ -75,9 +75,92 @@ std::optional<at::Tensor> gemv(const at::Tensor& x, cuda::decode_linear_input in
   return out;
 }
 
+/// KBRL_DECODE_QKV_ROPE=off, read once: the q|k|v projection and rope_qkv as two kernels.
+bool qkv_rope_fold_off() {
+  static const bool off = [] {
+    const char* choice = std::getenv("KBRL_DECODE_QKV_ROPE");
+    return choice != nullptr && std::string(choice) == "off";
+  }();
+  return off;
+}
+
+/// `cache` is one sequence's slot of a layer's cache as decode_qkv_rope writes it: [1, kv_heads,
+/// max_len, head_dim] of x's dtype on its device, rows contiguous.
+bool cache_slot(const at::Tensor& cache, const at::Tensor& x, const qkv_layout& l) {
+  return cache.defined() && cache.device() == x.device() && cache.scalar_type() == x.scalar_type()
+         && cache.dim() == 4 && cache.size(0) == 1 && cache.size(1) == l.kv_heads
+         && cache.size(3) == l.head_dim && cache.stride(3) == 1;
+}
+
 #endif
 
 } // namespace
+
+std::optional<attention_inputs> decode_rope_qkv(
+  const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+  const std::vector<const linear_layer*>& parts, const qkv_layout& l,
+  const rotary_embedding& rotary, const at::Tensor& positions, const at::Tensor& cache_keys,
+  const at::Tensor& cache_values) {
+#if KBRL_WITH_FUSED_KERNELS
+  if (cublas_chosen() || qkv_rope_fold_off() || !x.defined() || !x.is_cuda()
+      || (x.scalar_type() != at::kHalf && x.scalar_type() != at::kBFloat16) || x.dim() != 3
+      || x.size(0) != 1 || x.size(1) != 1)
+    return std::nullopt;
+  std::vector<const at::Tensor*> weights, biases;
+  for (const auto* p : parts) {
+    if (p->lora.defined())
+      return std::nullopt;
+    weights.push_back(&p->weight);
+    biases.push_back(&p->bias);
+  }
+  const int64_t rows = (l.heads + 2 * l.kv_heads) * l.head_dim, in_features = x.size(2);
+  const std::vector<int64_t> rot_shape{1, 1, l.head_dim};
+  auto same = [&](const at::Tensor& t) {
+    return t.defined() && t.device() == x.device() && t.scalar_type() == x.scalar_type();
+  };
+  const int64_t per_chunk = 16 / static_cast<int64_t>(x.element_size());
+  if (l.heads <= 0 || l.kv_heads <= 0 || l.head_dim <= 0 || l.head_dim % 4 != 0
+      || in_features % per_chunk != 0 || !rows_of(weight, weights) || !rows_of(bias, biases)
+      || !one_row(x, x, in_features) || !same(weight) || !weight.is_contiguous()
+      || reinterpret_cast<std::uintptr_t>(weight.data_ptr()) % 16 != 0 || weight.dim() != 2
+      || weight.size(0) != rows || weight.size(1) != in_features
+      || !one_row(bias, x, rows, /*optional=*/true)
+      || !same(rotary.cos) || !same(rotary.sin) || rotary.cos.sizes() != rot_shape
+      || rotary.sin.sizes() != rot_shape || !cache_slot(cache_keys, x, l)
+      || !cache_slot(cache_values, x, l) || cache_keys.strides() != cache_values.strides()
+      || cache_keys.sizes() != cache_values.sizes() || !positions.defined()
+      || positions.device() != x.device() || positions.numel() != 1)
+    return std::nullopt;
+  c10::cuda::CUDAGuard guard(x.device());
+  const auto cos = rotary.cos.contiguous(), sin = rotary.sin.contiguous();
+  const auto where = positions.to(at::kLong).contiguous();
+  auto q = at::empty({1, l.heads, 1, l.head_dim}, x.options());
+  cuda::kv_destination kv;
+  kv.keys = cache_keys.data_ptr();
+  kv.values = cache_values.data_ptr();
+  kv.batch_stride = cache_keys.stride(0);
+  kv.head_stride = cache_keys.stride(1);
+  kv.position_stride = cache_keys.stride(2);
+  kv.positions = where.data_ptr<int64_t>();
+  kv.position_limit = cache_keys.size(2);
+  cuda::qkv_shape shape;
+  shape.batch = shape.seq = 1;
+  shape.heads = l.heads;
+  shape.kv_heads = l.kv_heads;
+  shape.head_dim = l.head_dim;
+  shape.row_stride = rows;
+  check_launch(cuda::decode_qkv_rope(element_type_of(x.scalar_type()), x.data_ptr(),
+                                     weight.data_ptr(), bias.defined() ? bias.data_ptr() : nullptr,
+                                     cos.data_ptr(), sin.data_ptr(), q.data_ptr(), kv, shape,
+                                     in_features, stream_of(x)),
+               "decode_qkv_rope");
+  return attention_inputs{q, cache_keys, cache_values};
+#else
+  (void)x, (void)weight, (void)bias, (void)parts, (void)l, (void)rotary, (void)positions;
+  (void)cache_keys, (void)cache_values;
+  return std::nullopt;
+#endif
+}
 
 at::Tensor decode_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
 #if KBRL_WITH_FUSED_KERNELS

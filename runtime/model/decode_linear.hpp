@@ -1,13 +1,17 @@
 #pragma once
 // The linear layers of a one-token decode step as one GEMV kernel each
 // (cuda/decode_linear_kernel.cuh says why cuBLAS is slow there), with the SwiGLU folded into the
-// down projection. Everywhere else, and with KBRL_DECODE_LINEAR=cublas (read once, to compare on
+// down projection and, for one sequence, RoPE and the kv-cache write folded into the q|k|v
+// projection (decode_rope_qkv). Everywhere else, and with KBRL_DECODE_LINEAR=cublas (read once, to compare on
 // a device), exactly the operations one by one (at::linear, swiglu()). Inference only: no
 // autograd history.
 
 #include "runtime/model/fused_ops.hpp"
 
 #include <ATen/core/Tensor.h>
+
+#include <optional>
+#include <vector>
 
 namespace kbrl::model {
 
@@ -21,5 +25,18 @@ at::Tensor decode_linear(const at::Tensor& x, const at::Tensor& weight, const at
 /// silu(gate) * up as it reads it, rounded as swiglu() rounds it; otherwise the two operations.
 at::Tensor swiglu_linear(const at::Tensor& gate_up, const at::Tensor& weight,
                          const at::Tensor& bias);
+
+/// rope_qkv(fused_projection(x, weight, bias, parts), layout, rotary, no q/k norm, positions,
+/// cache_keys, cache_values) for a decode step of one sequence (x [1, 1, hidden], cache_keys /
+/// cache_values its slot [1, kv_heads, max_len, head_dim] of a layer's cache): on CUDA in
+/// float16 / bfloat16, without LoRA on the parts and with the GEMV kernel chosen, one kernel
+/// with the same results as the two (cuda/decode_linear_kernel.cuh, decode_qkv_rope_kernel);
+/// nothing where that does not apply: the caller then runs the two. KBRL_DECODE_QKV_ROPE=off
+/// (read once) always leaves it to the two, for comparisons on a device.
+std::optional<attention_inputs> decode_rope_qkv(
+  const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+  const std::vector<const linear_layer*>& parts, const qkv_layout& layout,
+  const rotary_embedding& rotary, const at::Tensor& positions, const at::Tensor& cache_keys,
+  const at::Tensor& cache_values);
 
 } // namespace kbrl::model

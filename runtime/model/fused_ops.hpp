@@ -7,7 +7,8 @@
 //
 //   add_rms_norm      residual add + RMSNorm                    (replaces ~9 kernels)
 //   fused_projection  q|k|v or gate|up as one GEMM               (3 or 2 GEMMs -> 1)
-//   rope_qkv          q/k RMSNorm (qwen3), RoPE, kv-cache write  (~20 kernels -> 1)
+//   rope_qkv          q/k RMSNorm (qwen3), RoPE, kv-cache write  (~20 kernels -> 1; for one
+//                     sequence's decode step folded into the q|k|v GEMV, decode_linear.hpp)
 //   swiglu            silu(gate) * up                            (2 -> 1)
 //   decode_attention  one query per sequence over its cache      (SDPA's kernel -> 2 split-key
 //                     kernels; one sequence, or several on request, see there)

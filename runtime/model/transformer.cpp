@@ -353,15 +353,23 @@ void transformer::run_layer_inference(int64_t index, at::Tensor& residual, at::T
   const double eps = config_.rms_norm_eps;
 
   auto [h, x] = add_rms_norm(residual, pending, layer.input_layernorm, eps);
-  const auto qkv = fused_projection(x, attn.qkv_weight, attn.qkv_bias,
-                                    {&attn.q_proj, &attn.k_proj, &attn.v_proj});
+  const std::vector<const linear_layer*> qkv_parts{&attn.q_proj, &attn.k_proj, &attn.v_proj};
+  const qkv_layout layout{heads, config_.num_key_value_heads, dim};
   at::Tensor cache_keys, cache_values;
   if (cache.cache != nullptr) {
     cache_keys = cache.cache->keys(index).narrow(0, cache.first_slot, batch);
     cache_values = cache.cache->values(index).narrow(0, cache.first_slot, batch);
   }
-  auto in = rope_qkv(qkv, {heads, config_.num_key_value_heads, dim}, rotary, attn.q_norm,
-                     attn.k_norm, eps, positions, cache_keys, cache_values);
+  // A decode step of one sequence: the projection and RoPE + the cache write in one kernel
+  // where it applies (decode_linear.hpp), else the two.
+  std::optional<attention_inputs> folded_in;
+  if (cache.cache != nullptr && batch == 1 && seq == 1 && !attn.q_norm.defined())
+    folded_in = decode_rope_qkv(x, attn.qkv_weight, attn.qkv_bias, qkv_parts, layout, rotary,
+                                positions, cache_keys, cache_values);
+  auto in = folded_in ? *folded_in
+                      : rope_qkv(fused_projection(x, attn.qkv_weight, attn.qkv_bias, qkv_parts),
+                                 layout, rotary, attn.q_norm, attn.k_norm, eps, positions,
+                                 cache_keys, cache_values);
   if (cache.cache != nullptr) {
     in.keys = in.keys.narrow(2, 0, cache.key_len);
     in.values = in.values.narrow(2, 0, cache.key_len);

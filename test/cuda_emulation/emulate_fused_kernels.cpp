@@ -185,6 +185,80 @@ void decode_linear_case(at::ScalarType t, double rel, int64_t in, int64_t out_f,
               what + " past the end untouched");
 }
 
+/// decode_qkv_rope_kernel<T> (the q|k|v GEMV with RoPE and the cache write in its epilogue)
+/// against what it replaces, decode_linear_kernel then rope_qkv_kernel (no q/k norm), on the same
+/// inputs: q and the whole cache must be the same bits. `position` outside the cache writes
+/// neither keys nor values.
+template <class T>
+void qkv_rope_case(at::ScalarType t, int64_t heads, int64_t kv_heads, int64_t dim, int64_t in,
+                   bool with_bias, int64_t position, int threads) {
+  const std::string what = "decode_qkv_rope " + name_of(t) + " heads " + std::to_string(heads)
+                           + "/" + std::to_string(kv_heads) + " dim " + std::to_string(dim)
+                           + " in " + std::to_string(in) + (with_bias ? " +bias" : "")
+                           + " position " + std::to_string(position) + " threads "
+                           + std::to_string(threads);
+  const int64_t rows = (heads + 2 * kv_heads) * dim, max_len = 9;
+  const auto x = randn({in}, in + dim, t) * 2;
+  const auto w = randn({rows, in}, rows * in, t) * 0.1;
+  const auto bias = randn({rows}, rows, t);
+  const auto inv_freq = at::rand({dim / 2}) * 0.5;
+  const auto angles = at::full({1}, static_cast<double>(position)).unsqueeze(-1) * inv_freq;
+  const auto cos = at::cat({angles, angles}, -1).cos().to(t).contiguous();
+  const auto sin = at::cat({angles.sin().neg(), angles.sin()}, -1).to(t).contiguous();
+  const auto positions = at::full({1, 1}, position, at::TensorOptions(at::kLong));
+  struct outputs {
+    at::Tensor q, keys, values;
+  };
+  auto fresh = [&] {
+    return outputs{at::full({1, heads, 1, dim}, 7.0, at::TensorOptions(t)),
+                   randn({1, kv_heads, max_len, dim}, 3, t), randn({1, kv_heads, max_len, dim}, 4, t)};
+  };
+  auto destination = [&](outputs& o) {
+    k::kv_destination kv;
+    kv.keys = o.keys.data_ptr();
+    kv.values = o.values.data_ptr();
+    kv.batch_stride = o.keys.stride(0);
+    kv.head_stride = o.keys.stride(1);
+    kv.position_stride = o.keys.stride(2);
+    kv.positions = positions.data_ptr<int64_t>();
+    kv.position_limit = max_len;
+    return kv;
+  };
+  k::qkv_shape s;
+  s.batch = s.seq = 1;
+  s.heads = heads;
+  s.kv_heads = kv_heads;
+  s.head_dim = dim;
+  s.row_stride = rows;
+  const T* b = with_bias ? ptr<T>(bias) : nullptr;
+  // the two kernels
+  auto two = fresh();
+  auto qkv = at::full({rows}, 7.0, at::TensorOptions(t));
+  emu::launch(static_cast<unsigned>(rows / k::decode_linear_rows), static_cast<unsigned>(threads),
+              [&] {
+                k::decode_linear_kernel<T, k::decode_linear_input::plain>(ptr<T>(x), ptr<T>(w), b,
+                                                                          ptr<T>(qkv), rows, in);
+              });
+  const auto kv_two = destination(two);
+  emu::launch(static_cast<unsigned>(heads + 2 * kv_heads), k::warp_multiple(dim / 2, 1024), [&] {
+    k::rope_qkv_kernel<T>(ptr<T>(qkv), ptr<T>(cos), ptr<T>(sin), nullptr, nullptr, 1e-6f,
+                          ptr<T>(two.q), kv_two, s);
+  });
+  // the one
+  auto one = fresh();
+  const auto kv_one = destination(one);
+  emu::launch(static_cast<unsigned>(rows / k::decode_linear_rows), static_cast<unsigned>(threads),
+              [&] {
+                k::decode_qkv_rope_kernel<T>(ptr<T>(x), ptr<T>(w), b, ptr<T>(cos), ptr<T>(sin),
+                                             ptr<T>(one.q), kv_one, s, in);
+              });
+  check_equal(one.q, two.q, what + " q");
+  check_equal(one.keys, two.keys, what + " keys");
+  check_equal(one.values, two.values, what + " values");
+  const bool written = position >= 0 && position < max_len;
+  check(written != at::equal(one.keys, fresh().keys), what + " keys written where they belong");
+}
+
 template <class T>
 void rope_case(at::ScalarType t, double rel, int64_t batch, int64_t seq, int64_t heads,
                int64_t kv_heads, int64_t dim, bool normed, bool cached) {
@@ -529,6 +603,13 @@ void all_cases(at::ScalarType t, double rel) {
     decode_linear_case<T>(t, rel, 40 * c, 8, false, false, 32);
     decode_linear_case<T>(t, rel, 5 * c, 7, true, true, 32);
     decode_linear_case<T>(t, rel, 70 * c, 13, false, true, 64);
+    // with RoPE and the cache write folded in: Qwen2's layout in small (a group of 6, bias),
+    // head_dim 4 (one pair a head a block) and 16, several chunks a thread, no bias, a position
+    // outside the cache
+    qkv_rope_case<T>(t, 12, 2, 16, 24 * c, true, 5, 32);
+    qkv_rope_case<T>(t, 2, 1, 4, 70 * c, false, 0, 32);
+    qkv_rope_case<T>(t, 4, 2, 32, 8 * c, true, 8, 64);
+    qkv_rope_case<T>(t, 3, 1, 16, 8 * c, true, 9, 32);
   }
   // (not dim 1: x / |x| has a gradient of about eps / x^2, all cancellation)
   for (int64_t dim : {2, 33, 128, 1536})

@@ -1,4 +1,4 @@
-// The launcher of decode_linear_kernel.cuh for each element type and input kind
+// The launchers of decode_linear_kernel.cuh for each element type and input kind
 // (fused_kernels.hpp).
 
 #include "runtime/model/cuda/decode_linear_kernel.cuh"
@@ -41,7 +41,43 @@ cudaError_t launch(decode_linear_input input, const void* x, const void* weight,
   }
 }
 
+template <class T>
+cudaError_t launch_qkv_rope(const void* x, const void* weight, const void* bias, const void* cos,
+                            const void* sin, void* q_out, const kv_destination& kv,
+                            const qkv_shape& shape, int64_t in_features, cudaStream_t stream) {
+  if constexpr (std::is_same_v<T, float>) {
+    return cudaErrorInvalidValue; // as launch(): float32 stays on cuBLAS
+  } else {
+    constexpr int64_t per_chunk = 16 / sizeof(T);
+    const int64_t rows = (shape.heads + 2 * shape.kv_heads) * shape.head_dim;
+    if (shape.batch != 1 || shape.seq != 1 || shape.heads <= 0 || shape.kv_heads <= 0
+        || shape.head_dim <= 0 || shape.head_dim % 4 != 0 || kv.positions == nullptr
+        || in_features <= 0 || in_features % per_chunk != 0 || !aligned16(x)
+        || !aligned16(weight))
+      return cudaErrorInvalidValue;
+    const int64_t blocks = rows / decode_linear_rows;
+    if (blocks > 0x7fffffffLL)
+      return cudaErrorInvalidValue;
+    const int threads = warp_multiple(in_features / per_chunk, decode_linear_max_threads);
+    return launch_dependent(decode_qkv_rope_kernel<T>, dim3(static_cast<unsigned>(blocks)),
+                            dim3(threads), stream, static_cast<const T*>(x),
+                            static_cast<const T*>(weight), static_cast<const T*>(bias),
+                            static_cast<const T*>(cos), static_cast<const T*>(sin),
+                            static_cast<T*>(q_out), kv, shape, in_features);
+  }
+}
+
 } // namespace
+
+cudaError_t decode_qkv_rope(element_type type, const void* x, const void* weight,
+                            const void* bias, const void* cos, const void* sin, void* q_out,
+                            const kv_destination& kv, const qkv_shape& shape,
+                            int64_t in_features, cudaStream_t stream) {
+  return for_type(type, [&](auto zero) {
+    return launch_qkv_rope<decltype(zero)>(x, weight, bias, cos, sin, q_out, kv, shape,
+                                           in_features, stream);
+  });
+}
 
 cudaError_t decode_linear(element_type type, decode_linear_input input, const void* x,
                           const void* weight, const void* bias, void* out, int64_t in_features,

@@ -15,7 +15,9 @@
 // residual add + RMSNorm in (every block normalising the row itself) and loading a thread's next
 // chunk ahead were both slower than this.
 //
-// The kernel itself; decode_linear.cu launches it. Kept apart so that a host emulation
+// decode_qkv_rope_kernel is the q|k|v projection with RoPE and the cache write in its epilogue.
+//
+// The kernels themselves; decode_linear.cu launches them. Kept apart so that a host emulation
 // (test/cuda_emulation) can run the same code without a GPU.
 
 #pragma once
@@ -52,31 +54,21 @@ __device__ __forceinline__ void decode_linear_values(const T* x, int64_t in_feat
   }
 }
 
-/// One block per decode_linear_rows rows of w [out_features, in_features]; x the input row
-/// (decode_linear_values), out [out_features]. in_features a multiple of 16 / sizeof(T), x and w
-/// 16-byte aligned (the launcher checks). blockDim.x a multiple of 32, at most
-/// decode_linear_max_threads.
+/// A block's share of a one-token GEMV: rows[r] (r < decode_linear_rows, each in_features long)
+/// against x (decode_linear_values). Thread r < decode_linear_rows returns row r's float32 sum,
+/// the others 0. Each thread's first weight chunk is loaded before the wait for the kernel
+/// before (dependent_launch.cuh), x only after it. Every thread of the block calls this.
 template <class T, decode_linear_input Input>
-__global__ void __launch_bounds__(decode_linear_max_threads)
-decode_linear_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
-                     T* __restrict__ out, int64_t out_features, int64_t in_features) {
+__device__ __forceinline__ float decode_linear_block_sums(const T* __restrict__ x,
+                                                          const T* const* rows,
+                                                          int64_t in_features) {
   using vec = vector16<T>;
   constexpr int Rows = decode_linear_rows;
-  let_next_kernel_start();
   __shared__ float partial[decode_linear_max_threads / 32][Rows];
-  const int64_t first_row = static_cast<int64_t>(blockIdx.x) * Rows;
   const int64_t chunks = in_features / vec::size;
-  // A block's last rows may lie past out_features: they read the last row again (no branch in
-  // the loop) and are not written.
-  const T* rows[Rows];
-#pragma unroll
-  for (int r = 0; r < Rows; ++r) {
-    const int64_t row = first_row + r < out_features ? first_row + r : out_features - 1;
-    rows[r] = w + row * in_features;
-  }
-  // The weights do not depend on the kernels before this one (dependent_launch.cuh): the
-  // thread's first chunk (for rows of up to 2,048 bf16 elements its only one) is loaded while
-  // the kernel before may still be running; x only after that kernel has completed.
+  // The weights do not depend on the kernels before this one: the thread's first chunk (for
+  // rows of up to 2,048 bf16 elements its only one) is loaded while the kernel before may still
+  // be running; x only after that kernel has completed.
   const int64_t first = threadIdx.x;
   typename vec::raw first_weights[Rows];
   if (first < chunks)
@@ -117,15 +109,108 @@ decode_linear_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* 
       partial[warp][r] = v;
   }
   __syncthreads();
+  float sum = 0.0f;
+  if (threadIdx.x < Rows)
+    for (int k = 0; k < static_cast<int>(blockDim.x >> 5); ++k)
+      sum += partial[k][threadIdx.x];
+  return sum;
+}
+
+/// One block per decode_linear_rows rows of w [out_features, in_features]; x the input row
+/// (decode_linear_values), out [out_features]. in_features a multiple of 16 / sizeof(T), x and w
+/// 16-byte aligned (the launcher checks). blockDim.x a multiple of 32, at most
+/// decode_linear_max_threads.
+template <class T, decode_linear_input Input>
+__global__ void __launch_bounds__(decode_linear_max_threads)
+decode_linear_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
+                     T* __restrict__ out, int64_t out_features, int64_t in_features) {
+  constexpr int Rows = decode_linear_rows;
+  let_next_kernel_start();
+  const int64_t first_row = static_cast<int64_t>(blockIdx.x) * Rows;
+  // A block's last rows may lie past out_features: they read the last row again (no branch in
+  // the loop) and are not written.
+  const T* rows[Rows];
+#pragma unroll
+  for (int r = 0; r < Rows; ++r) {
+    const int64_t row = first_row + r < out_features ? first_row + r : out_features - 1;
+    rows[r] = w + row * in_features;
+  }
+  float sum = decode_linear_block_sums<T, Input>(x, rows, in_features);
   const int r = threadIdx.x;
   if (r < Rows && first_row + r < out_features) {
-    float sum = 0.0f;
-    for (int k = 0; k < static_cast<int>(blockDim.x >> 5); ++k)
-      sum += partial[k][r];
     if (bias != nullptr)
       sum += to_float(bias[first_row + r]);
     out[first_row + r] = from_float<T>(sum);
   }
+}
+
+/// The row of a fused q|k|v weight that row r (< decode_linear_rows) of block `block` of
+/// decode_qkv_rope_kernel computes: the block takes two rotating pairs, pair p being element
+/// j = p mod half of head p / half, and its rows j and j + half of that head (half =
+/// head_dim / 2); even r the pair's low row, odd r its high one.
+__device__ __forceinline__ int64_t decode_qkv_rope_row(int64_t block, int r, int64_t head_dim) {
+  const int64_t half = head_dim / 2;
+  const int64_t pair = block * (decode_linear_rows / 2) + r / 2;
+  const int64_t head = pair / half, j = pair - head * half;
+  return head * head_dim + j + (r & 1) * half;
+}
+
+/// decode_linear_kernel over a fused q|k|v weight for one token of one sequence, with
+/// rope_qkv_kernel's work (without q/k norm) in its epilogue: q rotated into q_out [heads,
+/// head_dim], k rotated and v as it is into the cache at position kv.positions[0] (not written
+/// outside [0, kv.position_limit)). Rows are taken in rotating pairs (decode_qkv_rope_row), so
+/// each pair's two sums meet in one warp; every value is rounded as the two kernels round it
+/// (the projection to T, then rope_qkv's steps): the same bits, one kernel and one launch fewer
+/// per layer. s.batch = s.seq = 1; head_dim a multiple of 4; cos and sin [head_dim] as
+/// rope_qkv_kernel reads them.
+template <class T>
+__global__ void __launch_bounds__(decode_linear_max_threads)
+decode_qkv_rope_kernel(const T* __restrict__ x, const T* __restrict__ w,
+                       const T* __restrict__ bias, const T* __restrict__ cos,
+                       const T* __restrict__ sin, T* __restrict__ q_out, kv_destination kv,
+                       qkv_shape s, int64_t in_features) {
+  constexpr int Rows = decode_linear_rows;
+  let_next_kernel_start();
+  const int64_t block = blockIdx.x;
+  const T* rows[Rows];
+#pragma unroll
+  for (int r = 0; r < Rows; ++r)
+    rows[r] = w + decode_qkv_rope_row(block, r, s.head_dim) * in_features;
+  float sum = decode_linear_block_sums<T, decode_linear_input::plain>(x, rows, in_features);
+  const int r = threadIdx.x;
+  if (r < Rows && bias != nullptr)
+    sum += to_float(bias[decode_qkv_rope_row(block, r, s.head_dim)]);
+  const float value = to_float(from_float<T>(sum)); // the projection's output, as stored in T
+  const float partner = __shfl_xor_sync(0xffffffffu, value, 1);
+  if (r >= Rows || (r & 1) != 0)
+    return;
+  const float lo = value, hi = partner;
+  const int64_t half = s.head_dim / 2;
+  const int64_t low_row = decode_qkv_rope_row(block, r, s.head_dim);
+  const int64_t head = low_row / s.head_dim, i = low_row - head * s.head_dim;
+  const bool is_q = head < s.heads, is_k = !is_q && head < s.heads + s.kv_heads;
+  T* dst;
+  if (is_q) {
+    dst = q_out + head * s.head_dim;
+  } else {
+    const int64_t p = kv.positions[0];
+    if (p < 0 || p >= kv.position_limit)
+      return;
+    const int64_t kv_head = is_k ? head - s.heads : head - s.heads - s.kv_heads;
+    dst = static_cast<T*>(is_k ? kv.keys : kv.values) + kv_head * kv.head_stride
+          + p * kv.position_stride;
+    if (!is_k) { // values: as they are
+      dst[i] = from_float<T>(lo);
+      dst[i + half] = from_float<T>(hi);
+      return;
+    }
+  }
+  // rope_qkv_kernel's arithmetic, step for step
+  const float out_lo = __fmaf_rn(hi, to_float(sin[i]), round_to<T>(__fmul_rn(lo, to_float(cos[i]))));
+  const float out_hi =
+    __fmaf_rn(lo, to_float(sin[i + half]), round_to<T>(__fmul_rn(hi, to_float(cos[i + half]))));
+  dst[i] = from_float<T>(out_lo);
+  dst[i + half] = from_float<T>(out_hi);
 }
 
 } // namespace kbrl::model::cuda

@@ -119,6 +119,17 @@ cudaError_t decode_linear(element_type type, decode_linear_input input, const vo
                           const void* weight, const void* bias, void* out, int64_t in_features,
                           int64_t out_features, cudaStream_t stream);
 
+/// decode_linear() of one token over a fused q|k|v weight [(heads + 2 kv_heads) head_dim,
+/// in_features], then rope_qkv() without q/k norm on its output, as one kernel with the same
+/// results (decode_linear_kernel.cuh): q rotated into q_out [heads, head_dim], k rotated and v
+/// into the cache at kv.positions[0]. cos and sin [head_dim]. cudaErrorInvalidValue where
+/// shape.batch or shape.seq is not 1, head_dim is not a multiple of 4, kv has no positions, or
+/// decode_linear() would refuse: the caller then runs the two.
+cudaError_t decode_qkv_rope(element_type type, const void* x, const void* weight,
+                            const void* bias, const void* cos, const void* sin, void* q_out,
+                            const kv_destination& kv, const qkv_shape& shape,
+                            int64_t in_features, cudaStream_t stream);
+
 /// RMSNorm's input gradient for frozen weights (train_kernels.cuh): for rows x [rows, dim]
 /// normalised as add_rms_norm() does without delta, and grad_out the gradient of its result,
 /// grad_x [rows, dim]. All contiguous, in T.

@@ -107,8 +107,11 @@ def wish(kind, spec, prefix=None):
         if prefix is not None:
             with open(os.path.join(folder, name + ".h"), "w", errors="surrogateescape") as f:
                 f.write(prefix)
-        with open(os.path.join(folder, name + ".json"), "w") as f:
+        # the worker reads wishes while the build runs: a wish appears whole or not at all
+        part = os.path.join(folder, name + ".part")
+        with open(part, "w") as f:
             json.dump(dict(spec, kind=kind), f)
+        os.replace(part, os.path.join(folder, name + ".json"))
     except OSError:
         pass
 

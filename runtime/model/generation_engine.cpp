@@ -37,16 +37,18 @@ struct generation_engine::sequence {
 
 /// A decode step launched on the device whose tokens the host has not taken yet.
 struct generation_engine::launched_step {
-  std::vector<int64_t> slots;    ///< the slots decoded, in the order of the drawn rows
+  std::vector<int64_t> slots;    ///< the slots decoded, ascending: the order of the drawn rows
   std::vector<uint64_t> tickets; ///< the sequence each of them held at launch
   drawn_tokens drawn;
 
-  /// The row of `slot` if this step decoded the sequence `ticket` there, else -1.
+  /// The row of `slot` if this step decoded the sequence `ticket` there, else -1. A binary
+  /// search: launch_decode asks for every slot, 256 of them a step at RL batch sizes.
   int64_t row_of(int64_t slot, uint64_t ticket) const {
-    for (std::size_t j = 0; j < slots.size(); ++j)
-      if (slots[j] == slot)
-        return tickets[j] == ticket ? static_cast<int64_t>(j) : -1;
-    return -1;
+    const auto at = std::lower_bound(slots.begin(), slots.end(), slot);
+    if (at == slots.end() || *at != slot)
+      return -1;
+    const auto j = at - slots.begin();
+    return tickets[static_cast<std::size_t>(j)] == ticket ? static_cast<int64_t>(j) : -1;
   }
 };
 

@@ -56,7 +56,7 @@ cudaError_t launch_qkv_rope(const void* x, const void* weight, const void* bias,
         || !aligned16(weight))
       return cudaErrorInvalidValue;
     const int64_t blocks = rows / decode_linear_rows;
-    if (blocks > 0x7fffffffLL)
+    if (rows > 0x7fffffffLL) // the kernel's row arithmetic is 32-bit
       return cudaErrorInvalidValue;
     const int threads = warp_multiple(in_features / per_chunk, decode_linear_max_threads);
     return launch_dependent(decode_qkv_rope_kernel<T>, dim3(static_cast<unsigned>(blocks)),

@@ -148,11 +148,13 @@ decode_linear_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* 
 /// decode_qkv_rope_kernel computes: the block takes two rotating pairs, pair p being element
 /// j = p mod half of head p / half, and its rows j and j + half of that head (half =
 /// head_dim / 2); even r the pair's low row, odd r its high one.
-__device__ __forceinline__ int64_t decode_qkv_rope_row(int64_t block, int r, int64_t head_dim) {
-  const int64_t half = head_dim / 2;
-  const int64_t pair = block * (decode_linear_rows / 2) + r / 2;
-  const int64_t head = pair / half, j = pair - head * half;
-  return head * head_dim + j + (r & 1) * half;
+/// 32-bit arithmetic (the launcher checks that the rows fit): every thread works this out for
+/// its rows before it can issue its first weight load.
+__device__ __forceinline__ int64_t decode_qkv_rope_row(unsigned block, int r, unsigned head_dim) {
+  const unsigned half = head_dim / 2;
+  const unsigned pair = block * (decode_linear_rows / 2) + static_cast<unsigned>(r) / 2;
+  const unsigned head = pair / half, j = pair - head * half;
+  return static_cast<int64_t>(head * head_dim + j + static_cast<unsigned>(r & 1) * half);
 }
 
 /// decode_linear_kernel over a fused q|k|v weight for one token of one sequence, with
@@ -171,22 +173,22 @@ decode_qkv_rope_kernel(const T* __restrict__ x, const T* __restrict__ w,
                        qkv_shape s, int64_t in_features) {
   constexpr int Rows = decode_linear_rows;
   let_next_kernel_start();
-  const int64_t block = blockIdx.x;
+  const unsigned block = blockIdx.x, head_dim = static_cast<unsigned>(s.head_dim);
   const T* rows[Rows];
 #pragma unroll
   for (int r = 0; r < Rows; ++r)
-    rows[r] = w + decode_qkv_rope_row(block, r, s.head_dim) * in_features;
+    rows[r] = w + decode_qkv_rope_row(block, r, head_dim) * in_features;
   float sum = decode_linear_block_sums<T, decode_linear_input::plain>(x, rows, in_features);
   const int r = threadIdx.x;
   if (r < Rows && bias != nullptr)
-    sum += to_float(bias[decode_qkv_rope_row(block, r, s.head_dim)]);
+    sum += to_float(bias[decode_qkv_rope_row(block, r, head_dim)]);
   const float value = to_float(from_float<T>(sum)); // the projection's output, as stored in T
   const float partner = __shfl_xor_sync(0xffffffffu, value, 1);
   if (r >= Rows || (r & 1) != 0)
     return;
   const float lo = value, hi = partner;
   const int64_t half = s.head_dim / 2;
-  const int64_t low_row = decode_qkv_rope_row(block, r, s.head_dim);
+  const int64_t low_row = decode_qkv_rope_row(block, r, head_dim);
   const int64_t head = low_row / s.head_dim, i = low_row - head * s.head_dim;
   const bool is_q = head < s.heads, is_k = !is_q && head < s.heads + s.kv_heads;
   T* dst;

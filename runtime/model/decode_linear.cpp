@@ -136,11 +136,7 @@ std::optional<attention_inputs> decode_rope_qkv(
   const auto where = positions.to(at::kLong).contiguous();
   auto q = at::empty({1, l.heads, 1, l.head_dim}, x.options());
   cuda::kv_destination kv;
-  kv.keys = cache_keys.data_ptr();
-  kv.values = cache_values.data_ptr();
-  kv.batch_stride = cache_keys.stride(0);
-  kv.head_stride = cache_keys.stride(1);
-  kv.position_stride = cache_keys.stride(2);
+  point_at(kv, cache_keys, cache_values);
   kv.positions = where.data_ptr<int64_t>();
   kv.position_limit = cache_keys.size(2);
   cuda::qkv_shape shape;

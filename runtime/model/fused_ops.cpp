@@ -54,17 +54,6 @@ decode_attention_kind decode_attention_from_environment() {
 
 #if KBRL_WITH_FUSED_KERNELS
 
-/// Points a kernel's key/value description (cuda::kv_destination or cuda::decode_kv) at `keys`
-/// and `values` ([batch, kv_heads, positions, head_dim], the same strides).
-template <class KvView>
-void point_at(KvView& kv, const at::Tensor& keys, const at::Tensor& values) {
-  kv.keys = keys.data_ptr();
-  kv.values = values.data_ptr();
-  kv.batch_stride = keys.stride(0);
-  kv.head_stride = keys.stride(1);
-  kv.position_stride = keys.stride(2);
-}
-
 /// `t` is defined, on `like`'s device and of its dtype.
 bool same_place(const at::Tensor& t, const at::Tensor& like) {
   return t.defined() && t.device() == like.device() && t.scalar_type() == like.scalar_type();

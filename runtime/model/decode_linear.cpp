@@ -45,24 +45,38 @@ bool one_row(const at::Tensor& t, const at::Tensor& like, int64_t width, bool op
          && reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 == 0;
 }
 
+/// `x` may go to the GEMV kernels: a float16 / bfloat16 CUDA tensor, cuBLAS not chosen.
+bool gemv_may_take(const at::Tensor& x) {
+  return !cublas_chosen() && x.defined() && x.is_cuda()
+         && (x.scalar_type() == at::kHalf || x.scalar_type() == at::kBFloat16);
+}
+
+/// weight [out_features, in_features] and bias (undefined, or [out_features]) as the GEMV
+/// kernels read them beside `x`: x's dtype and device, contiguous, 16-byte aligned, rows of
+/// whole 16-byte chunks.
+bool gemv_weights_fit(const at::Tensor& weight, const at::Tensor& bias, const at::Tensor& x,
+                      int64_t in_features, int64_t out_features) {
+  const int64_t per_chunk = 16 / static_cast<int64_t>(x.element_size());
+  return in_features > 0 && in_features % per_chunk == 0 && out_features > 0
+         && weight.defined() && weight.dim() == 2 && weight.size(0) == out_features
+         && weight.size(1) == in_features && weight.is_contiguous()
+         && weight.device() == x.device() && weight.scalar_type() == x.scalar_type()
+         && reinterpret_cast<std::uintptr_t>(weight.data_ptr()) % 16 == 0
+         && one_row(bias, x, out_features, /*optional=*/true);
+}
+
 /// The GEMV kernel's result for one token's row `x` (of in_features elements, or of 2
 /// in_features for swiglu input), or nothing where it does not apply.
 std::optional<at::Tensor> gemv(const at::Tensor& x, cuda::decode_linear_input input,
                                const at::Tensor& weight, const at::Tensor& bias) {
-  if (cublas_chosen() || !x.defined() || !x.is_cuda() || x.dim() < 1
-      || (x.scalar_type() != at::kHalf && x.scalar_type() != at::kBFloat16))
+  if (!gemv_may_take(x) || x.dim() < 1)
     return std::nullopt;
   const int64_t width = x.size(-1);
   const bool swiglu_input = input == cuda::decode_linear_input::swiglu;
   const int64_t in_features = swiglu_input ? width / 2 : width;
   const int64_t out_features = weight.dim() == 2 ? weight.size(0) : 0;
-  const int64_t per_chunk = 16 / static_cast<int64_t>(x.element_size());
-  if (!one_row(x, x, width) || (swiglu_input && width % 2 != 0) || in_features == 0
-      || in_features % per_chunk != 0 || out_features == 0 || !weight.is_contiguous()
-      || weight.device() != x.device() || weight.scalar_type() != x.scalar_type()
-      || weight.size(1) != in_features
-      || reinterpret_cast<std::uintptr_t>(weight.data_ptr()) % 16 != 0
-      || !one_row(bias, x, out_features, /*optional=*/true))
+  if (!one_row(x, x, width) || (swiglu_input && width % 2 != 0)
+      || !gemv_weights_fit(weight, bias, x, in_features, out_features))
     return std::nullopt;
   c10::cuda::CUDAGuard guard(x.device());
   auto sizes = x.sizes().vec();
@@ -102,9 +116,8 @@ std::optional<attention_inputs> decode_rope_qkv(
   const rotary_embedding& rotary, const at::Tensor& positions, const at::Tensor& cache_keys,
   const at::Tensor& cache_values) {
 #if KBRL_WITH_FUSED_KERNELS
-  if (cublas_chosen() || qkv_rope_fold_off() || !x.defined() || !x.is_cuda()
-      || (x.scalar_type() != at::kHalf && x.scalar_type() != at::kBFloat16) || x.dim() != 3
-      || x.size(0) != 1 || x.size(1) != 1)
+  if (qkv_rope_fold_off() || !gemv_may_take(x) || x.dim() != 3 || x.size(0) != 1
+      || x.size(1) != 1)
     return std::nullopt;
   std::vector<const at::Tensor*> weights, biases;
   for (const auto* p : parts) {
@@ -118,14 +131,9 @@ std::optional<attention_inputs> decode_rope_qkv(
   auto same = [&](const at::Tensor& t) {
     return t.defined() && t.device() == x.device() && t.scalar_type() == x.scalar_type();
   };
-  const int64_t per_chunk = 16 / static_cast<int64_t>(x.element_size());
   if (l.heads <= 0 || l.kv_heads <= 0 || l.head_dim <= 0 || l.head_dim % 4 != 0
-      || in_features % per_chunk != 0 || !rows_of(weight, weights) || !rows_of(bias, biases)
-      || !one_row(x, x, in_features) || !same(weight) || !weight.is_contiguous()
-      || reinterpret_cast<std::uintptr_t>(weight.data_ptr()) % 16 != 0 || weight.dim() != 2
-      || weight.size(0) != rows || weight.size(1) != in_features
-      || !one_row(bias, x, rows, /*optional=*/true)
-      || !same(rotary.cos) || !same(rotary.sin) || rotary.cos.sizes() != rot_shape
+      || !rows_of(weight, weights) || !rows_of(bias, biases) || !one_row(x, x, in_features)
+      || !gemv_weights_fit(weight, bias, x, in_features, rows) || !same(rotary.cos) || !same(rotary.sin) || rotary.cos.sizes() != rot_shape
       || rotary.sin.sizes() != rot_shape || !cache_slot(cache_keys, x, l)
       || !cache_slot(cache_values, x, l) || cache_keys.strides() != cache_values.strides()
       || cache_keys.sizes() != cache_values.sizes() || !positions.defined()

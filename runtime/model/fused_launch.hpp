@@ -1,7 +1,8 @@
 #pragma once
 // What fused_ops.cpp, decode_linear.cpp and train_ops.cpp share to launch the kernels of
 // cuda/fused_kernels.hpp: the kernels' element type of a tensor, the stream to launch on, a kv
-// cache's description, and a launch error as a c10::Error. Included only where KBRL_WITH_FUSED_KERNELS is 1 (the CUDA headers are there).
+// cache's description, and a launch error as a c10::Error. Included only where
+// KBRL_WITH_FUSED_KERNELS is 1 (the CUDA headers are there).
 
 #include "runtime/model/cuda/fused_kernels.hpp"
 

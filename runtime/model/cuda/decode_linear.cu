@@ -14,6 +14,13 @@ namespace {
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
+/// x and weight as the GEMV kernels read them: rows of whole 16-byte chunks, 16-byte aligned.
+template <class T>
+bool gemv_operands_fit(const void* x, const void* weight, int64_t in_features) {
+  constexpr int64_t per_chunk = 16 / sizeof(T);
+  return in_features > 0 && in_features % per_chunk == 0 && aligned16(x) && aligned16(weight);
+}
+
 template <class T>
 cudaError_t launch(decode_linear_input input, const void* x, const void* weight, const void* bias,
                    void* out, int64_t in_features, int64_t out_features, cudaStream_t stream) {
@@ -21,8 +28,7 @@ cudaError_t launch(decode_linear_input input, const void* x, const void* weight,
     return cudaErrorInvalidValue; // cuBLAS's float32 GEMV is no worse; not instantiated
   } else {
     constexpr int64_t per_chunk = 16 / sizeof(T);
-    if (in_features <= 0 || in_features % per_chunk != 0 || out_features <= 0 || !aligned16(x)
-        || !aligned16(weight))
+    if (!gemv_operands_fit<T>(x, weight, in_features) || out_features <= 0)
       return cudaErrorInvalidValue;
     const int64_t blocks = (out_features + decode_linear_rows - 1) / decode_linear_rows;
     if (blocks > 0x7fffffffLL)
@@ -52,8 +58,7 @@ cudaError_t launch_qkv_rope(const void* x, const void* weight, const void* bias,
     const int64_t rows = (shape.heads + 2 * shape.kv_heads) * shape.head_dim;
     if (shape.batch != 1 || shape.seq != 1 || shape.heads <= 0 || shape.kv_heads <= 0
         || shape.head_dim <= 0 || shape.head_dim % 4 != 0 || kv.positions == nullptr
-        || in_features <= 0 || in_features % per_chunk != 0 || !aligned16(x)
-        || !aligned16(weight))
+        || !gemv_operands_fit<T>(x, weight, in_features))
       return cudaErrorInvalidValue;
     const int64_t blocks = rows / decode_linear_rows;
     if (rows > 0x7fffffffLL) // the kernel's row arithmetic is 32-bit

@@ -503,6 +503,74 @@ BOOST_AUTO_TEST_CASE(decode_rope_qkv_kernel_equals_the_projection_then_rope_qkv)
   }
 }
 
+BOOST_AUTO_TEST_CASE(decode_norm_folds_equal_the_norm_kernels) {
+  if (skip_without_cuda("decode_norm_folds_equal_the_norm_kernels"))
+    return;
+  // The decode step's residual adds and norms folded into its GEMVs (decode_linear.hpp) give
+  // the bits of add_rms_norm and the GEMV one after the other: Qwen2-1.5B's and 7B's widths.
+  for (const auto& p : kernel_precisions) {
+    if (p.dtype == at::kFloat)
+      continue; // cuBLAS keeps float32: no folds
+    const auto o = at::TensorOptions(at::kCUDA).dtype(p.dtype);
+    for (const int64_t hidden : {1536, 3584}) {
+      BOOST_TEST_CONTEXT(c10::toString(p.dtype) << " hidden " << hidden) {
+        const double eps = 1e-6;
+        const auto residual = randn({1, 1, hidden}, 81, o) * 3;
+        const auto norm = randn({hidden}, 82, o) * 0.5 + 1;
+        const auto w = randn({2 * hidden, hidden}, 83, o) * 0.05;
+        const auto bias = randn({2 * hidden}, 84, o);
+        // the norm folded into the GEMV after it
+        const auto normed = decode_linear_normed(residual, norm, eps, w, bias);
+        BOOST_REQUIRE(normed.has_value());
+        check_equal(*normed, decode_linear(add_rms_norm(residual, {}, norm, eps).normed, w, bias),
+                    "normalised input");
+        // and into the q|k|v GEMV with RoPE (Qwen2's 12/2 heads of 128 at 1536)
+        const qkv_layout l{hidden / 128, 2, 128};
+        const auto qkv = make_stacked_qkv(l, hidden, true, o);
+        const auto pos = at::full({1, 1}, 5, at::TensorOptions(at::kLong)).to(at::kCUDA);
+        const auto rot = make_rotary_embedding(
+          (at::rand({64}, at::TensorOptions(at::kFloat)) * 0.5).to(at::kCUDA), pos, p.dtype);
+        const auto ck = randn({1, 2, 8, 128}, 85, o), cv = randn({1, 2, 8, 128}, 86, o);
+        const auto rk = ck.clone(), rv = cv.clone();
+        const auto got = decode_rope_qkv(residual, qkv.weight, qkv.bias, qkv.parts(), l, rot, pos,
+                                         ck, cv, norm, eps);
+        BOOST_REQUIRE(got.has_value());
+        const auto want = decode_rope_qkv(add_rms_norm(residual, {}, norm, eps).normed,
+                                          qkv.weight, qkv.bias, qkv.parts(), l, rot, pos, rk, rv);
+        BOOST_REQUIRE(want.has_value());
+        check_equal(got->q, want->q, "q with the norm folded in");
+        check_equal(ck, rk, "keys with the norm folded in");
+        check_equal(cv, rv, "values with the norm folded in");
+        // the residual add where the delta is made, plain and swiglu input
+        const auto x = randn({1, 1, hidden}, 87, o);
+        auto summed = residual.clone();
+        BOOST_REQUIRE(decode_linear_add_to(summed, x, false, w.narrow(0, 0, hidden),
+                                           bias.narrow(0, 0, hidden)));
+        check_equal(summed,
+                    add_rms_norm(residual, decode_linear(x, w.narrow(0, 0, hidden),
+                                                         bias.narrow(0, 0, hidden)),
+                                 norm, eps)
+                      .residual,
+                    "plain delta added");
+        const auto gate_up = randn({1, 1, 2 * hidden}, 88, o);
+        const auto down = randn({hidden, hidden}, 89, o) * 0.05;
+        auto summed2 = residual.clone();
+        BOOST_REQUIRE(decode_linear_add_to(summed2, gate_up, true, down, {}));
+        check_equal(summed2,
+                    add_rms_norm(residual, swiglu_linear(gate_up, down, {}), norm, eps).residual,
+                    "swiglu delta added");
+        // where it does not apply, nothing is done: two tokens, a residual of another width
+        auto two_rows = randn({1, 2, hidden}, 90, o);
+        const auto before = two_rows.clone();
+        BOOST_CHECK(!decode_linear_add_to(two_rows, randn({1, 2, hidden}, 91, o), false,
+                                          w.narrow(0, 0, hidden), {}));
+        check_equal(two_rows, before, "untouched where it does not apply");
+        BOOST_CHECK(!decode_linear_normed(randn({1, 2, hidden}, 92, o), norm, eps, w, bias));
+      }
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(rope_qkv_kernel_matches_the_composition) {
   if (skip_without_cuda("rope_qkv_kernel_matches_the_composition"))
     return;

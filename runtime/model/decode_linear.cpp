@@ -65,26 +65,52 @@ bool gemv_weights_fit(const at::Tensor& weight, const at::Tensor& bias, const at
          && one_row(bias, x, out_features, /*optional=*/true);
 }
 
+/// What gemv() does around the GEMV: for rms_normed input the norm's weight and epsilon; with
+/// add_to, the result is added into that row (in place) instead of returned in a new tensor.
+struct gemv_folds {
+  const at::Tensor* norm_weight = nullptr;
+  double eps = 0.0;
+  at::Tensor* add_to = nullptr;
+};
+
 /// The GEMV kernel's result for one token's row `x` (of in_features elements, or of 2
-/// in_features for swiglu input), or nothing where it does not apply.
+/// in_features for swiglu input; with folds.add_to, that row after the add), or nothing where
+/// it does not apply (nothing was done).
 std::optional<at::Tensor> gemv(const at::Tensor& x, cuda::decode_linear_input input,
-                               const at::Tensor& weight, const at::Tensor& bias) {
+                               const at::Tensor& weight, const at::Tensor& bias,
+                               const gemv_folds& folds = {}) {
   if (!gemv_may_take(x) || x.dim() < 1)
     return std::nullopt;
   const int64_t width = x.size(-1);
   const bool swiglu_input = input == cuda::decode_linear_input::swiglu;
+  const bool normed_input = input == cuda::decode_linear_input::rms_normed;
   const int64_t in_features = swiglu_input ? width / 2 : width;
   const int64_t out_features = weight.dim() == 2 ? weight.size(0) : 0;
   if (!one_row(x, x, width) || (swiglu_input && width % 2 != 0)
-      || !gemv_weights_fit(weight, bias, x, in_features, out_features))
+      || !gemv_weights_fit(weight, bias, x, in_features, out_features)
+      || normed_input != (folds.norm_weight != nullptr)
+      || (normed_input && !one_row(*folds.norm_weight, x, in_features))
+      || (folds.add_to != nullptr && !one_row(*folds.add_to, x, out_features)))
     return std::nullopt;
   c10::cuda::CUDAGuard guard(x.device());
-  auto sizes = x.sizes().vec();
-  sizes.back() = out_features;
-  auto out = at::empty(sizes, x.options());
+  at::Tensor out;
+  if (folds.add_to != nullptr) {
+    out = *folds.add_to;
+  } else {
+    auto sizes = x.sizes().vec();
+    sizes.back() = out_features;
+    out = at::empty(sizes, x.options());
+  }
+  cuda::decode_linear_folds kernel_folds;
+  if (normed_input) {
+    kernel_folds.norm_weight = folds.norm_weight->data_ptr();
+    kernel_folds.eps = static_cast<float>(folds.eps);
+  }
+  kernel_folds.add_to_out = folds.add_to != nullptr;
   check_launch(cuda::decode_linear(element_type_of(x.scalar_type()), input, x.data_ptr(),
                                    weight.data_ptr(), bias.defined() ? bias.data_ptr() : nullptr,
-                                   out.data_ptr(), in_features, out_features, stream_of(x)),
+                                   out.data_ptr(), in_features, out_features, stream_of(x),
+                                   kernel_folds),
                "decode_linear");
   return out;
 }
@@ -96,6 +122,16 @@ bool qkv_rope_fold_off() {
     return choice != nullptr && std::string(choice) == "off";
   }();
   return off;
+}
+
+/// KBRL_DECODE_NORMS, read once (decode_norms_fold()).
+norm_folds norms_folded() {
+  static const norm_folds chosen = [] {
+    const char* choice = std::getenv("KBRL_DECODE_NORMS");
+    const std::string c = choice != nullptr ? choice : "";
+    return c == "all" ? norm_folds::all : c == "qkv" ? norm_folds::qkv : norm_folds::none;
+  }();
+  return chosen;
 }
 
 /// `cache` is one sequence's slot of a layer's cache as decode_qkv_rope writes it: [1, kv_heads,
@@ -114,7 +150,7 @@ std::optional<attention_inputs> decode_rope_qkv(
   const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
   const std::vector<const linear_layer*>& parts, const qkv_layout& l,
   const rotary_embedding& rotary, const at::Tensor& positions, const at::Tensor& cache_keys,
-  const at::Tensor& cache_values) {
+  const at::Tensor& cache_values, const at::Tensor& input_norm, double eps) {
 #if KBRL_WITH_FUSED_KERNELS
   if (qkv_rope_fold_off() || !gemv_may_take(x) || x.dim() != 3 || x.size(0) != 1
       || x.size(1) != 1)
@@ -137,7 +173,8 @@ std::optional<attention_inputs> decode_rope_qkv(
       || rotary.sin.sizes() != rot_shape || !cache_slot(cache_keys, x, l)
       || !cache_slot(cache_values, x, l) || cache_keys.strides() != cache_values.strides()
       || cache_keys.sizes() != cache_values.sizes() || !positions.defined()
-      || positions.device() != x.device() || positions.numel() != 1)
+      || positions.device() != x.device() || positions.numel() != 1
+      || (input_norm.defined() && !one_row(input_norm, x, in_features)))
     return std::nullopt;
   c10::cuda::CUDAGuard guard(x.device());
   const auto cos = rotary.cos.contiguous(), sin = rotary.sin.contiguous();
@@ -153,15 +190,20 @@ std::optional<attention_inputs> decode_rope_qkv(
   shape.kv_heads = l.kv_heads;
   shape.head_dim = l.head_dim;
   shape.row_stride = rows;
+  cuda::decode_linear_folds folds;
+  if (input_norm.defined()) {
+    folds.norm_weight = input_norm.data_ptr();
+    folds.eps = static_cast<float>(eps);
+  }
   check_launch(cuda::decode_qkv_rope(element_type_of(x.scalar_type()), x.data_ptr(),
                                      weight.data_ptr(), bias.defined() ? bias.data_ptr() : nullptr,
                                      cos.data_ptr(), sin.data_ptr(), q.data_ptr(), kv, shape,
-                                     in_features, stream_of(x)),
+                                     in_features, stream_of(x), folds),
                "decode_qkv_rope");
   return attention_inputs{q, cache_keys, cache_values};
 #else
   (void)x, (void)weight, (void)bias, (void)parts, (void)l, (void)rotary, (void)positions;
-  (void)cache_keys, (void)cache_values;
+  (void)cache_keys, (void)cache_values, (void)input_norm, (void)eps;
   return std::nullopt;
 #endif
 }
@@ -181,6 +223,42 @@ at::Tensor swiglu_linear(const at::Tensor& gate_up, const at::Tensor& weight,
     return *out;
 #endif
   return at::linear(swiglu(gate_up), weight, bias);
+}
+
+std::optional<at::Tensor> decode_linear_normed(const at::Tensor& row, const at::Tensor& norm_weight,
+                                               double eps, const at::Tensor& weight,
+                                               const at::Tensor& bias) {
+#if KBRL_WITH_FUSED_KERNELS
+  gemv_folds folds;
+  folds.norm_weight = &norm_weight;
+  folds.eps = eps;
+  return gemv(row, cuda::decode_linear_input::rms_normed, weight, bias, folds);
+#else
+  (void)row, (void)norm_weight, (void)eps, (void)weight, (void)bias;
+  return std::nullopt;
+#endif
+}
+
+bool decode_linear_add_to(at::Tensor& residual, const at::Tensor& x, bool swiglu_input,
+                          const at::Tensor& weight, const at::Tensor& bias) {
+#if KBRL_WITH_FUSED_KERNELS
+  gemv_folds folds;
+  folds.add_to = &residual;
+  const auto input =
+    swiglu_input ? cuda::decode_linear_input::swiglu : cuda::decode_linear_input::plain;
+  return gemv(x, input, weight, bias, folds).has_value();
+#else
+  (void)residual, (void)x, (void)swiglu_input, (void)weight, (void)bias;
+  return false;
+#endif
+}
+
+norm_folds decode_norms_fold() {
+#if KBRL_WITH_FUSED_KERNELS
+  return cublas_chosen() ? norm_folds::none : norms_folded();
+#else
+  return norm_folds::none;
+#endif
 }
 
 } // namespace kbrl::model

@@ -30,13 +30,45 @@ at::Tensor swiglu_linear(const at::Tensor& gate_up, const at::Tensor& weight,
 /// cache_keys, cache_values) for a decode step of one sequence (x [1, 1, hidden], cache_keys /
 /// cache_values its slot [1, kv_heads, max_len, head_dim] of a layer's cache): on CUDA in
 /// float16 / bfloat16, without LoRA on the parts and with the GEMV kernel chosen, one kernel
-/// with the same results as the two (cuda/decode_linear_kernel.cuh, decode_qkv_rope_kernel);
+/// with the same results as the two (cuda/decode_linear_kernel.cuh, decode_qkv_rope_kernel).
+/// With input_norm defined, x is the residual row and the kernel applies
+/// add_rms_norm(x, {}, input_norm, eps) itself (the same bits);
 /// nothing where that does not apply: the caller then runs the two. KBRL_DECODE_QKV_ROPE=off
 /// (read once) always leaves it to the two, for comparisons on a device.
 std::optional<attention_inputs> decode_rope_qkv(
   const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
   const std::vector<const linear_layer*>& parts, const qkv_layout& layout,
   const rotary_embedding& rotary, const at::Tensor& positions, const at::Tensor& cache_keys,
-  const at::Tensor& cache_values);
+  const at::Tensor& cache_values, const at::Tensor& input_norm = {}, double eps = 0.0);
+
+// A decode step's residual adds and norms folded into its GEMVs (one sequence, one token): the
+// residual add done where the delta is made (decode_linear_add_to), the norm by every block of
+// the GEMV that reads the normalised row (decode_linear_normed; decode_rope_qkv with
+// input_norm), with add_rms_norm()'s arithmetic: the same bits as the norm kernels, up to two
+// kernels fewer per layer. Off unless asked for: measured on an H200 (BENCHMARKS.md), every
+// block normalising the row itself made the 4,480-block gate|up GEMV 1.7x slower, the step
+// 1.80 ms against 1.49 ms.
+
+/// Which folds a decode step uses: KBRL_DECODE_NORMS (read once) = "all" (both norms and both
+/// residual adds), "qkv" (the input norm into the q|k|v GEMV, the MLP's residual add into the
+/// down projection; the post-attention norm stays a kernel), anything else none (the default).
+enum class norm_folds { none, qkv, all };
+
+/// The folds chosen (none where the GEMV kernels are not built or not chosen); each call below
+/// still says whether it applied.
+norm_folds decode_norms_fold();
+
+/// decode_linear(add_rms_norm(row, {}, norm_weight, eps).normed, weight, bias) as one kernel
+/// for one token's residual row, or nothing where that does not apply (the caller then runs the
+/// two).
+std::optional<at::Tensor> decode_linear_normed(const at::Tensor& row, const at::Tensor& norm_weight,
+                                               double eps, const at::Tensor& weight,
+                                               const at::Tensor& bias);
+
+/// residual (one token's row, contiguous) becomes add_rms_norm(residual, delta, ...).residual
+/// for delta = decode_linear(x, weight, bias) (swiglu_linear(x, ...) with swiglu_input), in
+/// place, as one kernel; false where that does not apply (nothing was done).
+bool decode_linear_add_to(at::Tensor& residual, const at::Tensor& x, bool swiglu_input,
+                          const at::Tensor& weight, const at::Tensor& bias);
 
 } // namespace kbrl::model

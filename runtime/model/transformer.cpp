@@ -81,6 +81,20 @@ at::Tensor inference_projection(const linear_layer& l, const at::Tensor& x) {
   return l.lora.defined() ? l.forward(x) : decode_linear(x, l.weight, l.bias);
 }
 
+/// A fused weight (and bias) that is exactly its parts' rows, none with LoRA: one GEMV over it
+/// is the whole projection (what decode_linear_normed may replace).
+bool plain_fused(const at::Tensor& weight, const at::Tensor& bias,
+                 const std::vector<const linear_layer*>& parts) {
+  std::vector<const at::Tensor*> weights, biases;
+  for (const auto* p : parts) {
+    if (p->lora.defined())
+      return false;
+    weights.push_back(&p->weight);
+    biases.push_back(&p->bias);
+  }
+  return rows_of(weight, weights) && rows_of(bias, biases);
+}
+
 } // namespace
 
 // ---- building blocks -----------------------------------------------------------------------------
@@ -352,7 +366,12 @@ void transformer::run_layer_inference(int64_t index, at::Tensor& residual, at::T
   const int64_t heads = config_.num_attention_heads, dim = config_.head_dim;
   const double eps = config_.rms_norm_eps;
 
-  auto [h, x] = add_rms_norm(residual, pending, layer.input_layernorm, eps);
+  // One sequence's decode step: the residual adds and norms can fold into the GEMVs
+  // (decode_linear.hpp). Each delta is then added into the residual where it is made, so
+  // `pending` stays undefined, and the GEMV after a norm normalises the residual row itself.
+  const bool one_sequence_step = cache.cache != nullptr && batch == 1 && seq == 1;
+  const norm_folds folds = one_sequence_step ? decode_norms_fold() : norm_folds::none;
+  const bool fold_norms = folds != norm_folds::none;
   const std::vector<const linear_layer*> qkv_parts{&attn.q_proj, &attn.k_proj, &attn.v_proj};
   const qkv_layout layout{heads, config_.num_key_value_heads, dim};
   at::Tensor cache_keys, cache_values;
@@ -361,11 +380,23 @@ void transformer::run_layer_inference(int64_t index, at::Tensor& residual, at::T
     cache_values = cache.cache->values(index).narrow(0, cache.first_slot, batch);
   }
   // A decode step of one sequence: the projection and RoPE + the cache write in one kernel
-  // where it applies (decode_linear.hpp), else the two.
+  // where it applies (decode_linear.hpp), with the input norm too where nothing is pending;
+  // else the norm, the projection and RoPE.
   std::optional<attention_inputs> folded_in;
-  if (cache.cache != nullptr && batch == 1 && seq == 1 && !attn.q_norm.defined())
-    folded_in = decode_rope_qkv(x, attn.qkv_weight, attn.qkv_bias, qkv_parts, layout, rotary,
-                                positions, cache_keys, cache_values);
+  at::Tensor h = residual, x;
+  const bool rope_folds = one_sequence_step && !attn.q_norm.defined();
+  if (rope_folds && fold_norms && !pending.defined())
+    folded_in = decode_rope_qkv(residual, attn.qkv_weight, attn.qkv_bias, qkv_parts, layout,
+                                rotary, positions, cache_keys, cache_values,
+                                layer.input_layernorm, eps);
+  if (!folded_in) {
+    auto added = add_rms_norm(residual, pending, layer.input_layernorm, eps);
+    h = added.residual;
+    x = added.normed;
+    if (rope_folds)
+      folded_in = decode_rope_qkv(x, attn.qkv_weight, attn.qkv_bias, qkv_parts, layout, rotary,
+                                  positions, cache_keys, cache_values);
+  }
   auto in = folded_in ? *folded_in
                       : rope_qkv(fused_projection(x, attn.qkv_weight, attn.qkv_bias, qkv_parts),
                                  layout, rotary, attn.q_norm, attn.k_norm, eps, positions,
@@ -378,16 +409,36 @@ void transformer::run_layer_inference(int64_t index, at::Tensor& residual, at::T
                           ? decode_attention(in.q, in.keys, in.values, positions, mask)
                           : grouped_attention(in.q, in.keys, in.values, mask);
   const auto out = attended.transpose(1, 2).reshape({batch, seq, heads * dim});
-  auto [h2, y] = add_rms_norm(h, inference_projection(attn.o_proj, out),
-                              layer.post_attention_layernorm, eps);
+  // h is this forward's own tensor (the embedding's output or an add's result): the folded
+  // adds may write it in place.
   const auto& mlp = layer.mlp;
-  const auto gate_up = fused_projection(y, mlp.gate_up_weight, mlp.gate_up_bias,
-                                        {&mlp.gate_proj, &mlp.up_proj});
-  // Without LoRA the SwiGLU and the down projection can be one kernel (decode_linear.hpp).
+  const std::vector<const linear_layer*> gate_up_parts{&mlp.gate_proj, &mlp.up_proj};
+  std::optional<at::Tensor> gate_up;
+  if (folds == norm_folds::all && !attn.o_proj.lora.defined()
+      && plain_fused(mlp.gate_up_weight, mlp.gate_up_bias, gate_up_parts)
+      && decode_linear_add_to(h, out, /*swiglu_input=*/false, attn.o_proj.weight,
+                              attn.o_proj.bias)) {
+    gate_up = decode_linear_normed(h, layer.post_attention_layernorm, eps, mlp.gate_up_weight,
+                                   mlp.gate_up_bias);
+    if (!gate_up)
+      gate_up = fused_projection(add_rms_norm(h, {}, layer.post_attention_layernorm, eps).normed,
+                                 mlp.gate_up_weight, mlp.gate_up_bias, gate_up_parts);
+  } else {
+    auto [h2, y] = add_rms_norm(h, inference_projection(attn.o_proj, out),
+                                layer.post_attention_layernorm, eps);
+    h = h2;
+    gate_up = fused_projection(y, mlp.gate_up_weight, mlp.gate_up_bias, gate_up_parts);
+  }
+  // Without LoRA the SwiGLU and the down projection can be one kernel (decode_linear.hpp), which
+  // can also add its result into the residual.
   const auto& down = mlp.down_proj;
-  pending = down.lora.defined() ? down.forward(swiglu(gate_up))
-                                : swiglu_linear(gate_up, down.weight, down.bias);
-  residual = h2;
+  if (fold_norms && !down.lora.defined()
+      && decode_linear_add_to(h, *gate_up, /*swiglu_input=*/true, down.weight, down.bias))
+    pending = at::Tensor();
+  else
+    pending = down.lora.defined() ? down.forward(swiglu(*gate_up))
+                                  : swiglu_linear(*gate_up, down.weight, down.bias);
+  residual = h;
 }
 
 at::Tensor transformer::logits(const at::Tensor& hidden) const {

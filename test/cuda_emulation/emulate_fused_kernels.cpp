@@ -172,7 +172,8 @@ void decode_linear_case(at::ScalarType t, double rel, int64_t in, int64_t out_f,
   auto run = [&](auto input_constant) {
     emu::launch(blocks, static_cast<unsigned>(threads), [&] {
       k::decode_linear_kernel<T, decltype(input_constant)::value>(
-        ptr<T>(x), ptr<T>(w), with_bias ? ptr<T>(bias) : nullptr, ptr<T>(out), out_f, in);
+        ptr<T>(x), ptr<T>(w), with_bias ? ptr<T>(bias) : nullptr, ptr<T>(out), out_f, in, {},
+        false);
     });
   };
   using kind = k::decode_linear_input;
@@ -189,16 +190,26 @@ void decode_linear_case(at::ScalarType t, double rel, int64_t in, int64_t out_f,
 /// against what it replaces, decode_linear_kernel then rope_qkv_kernel (no q/k norm), on the same
 /// inputs: q and the whole cache must be the same bits. `position` outside the cache writes
 /// neither keys nor values.
+/// With `normed`, x is a residual row and the one kernel normalises it itself (rms_normed
+/// input), against add_rms_norm_kernel (no delta) before the two.
 template <class T>
 void qkv_rope_case(at::ScalarType t, int64_t heads, int64_t kv_heads, int64_t dim, int64_t in,
-                   bool with_bias, int64_t position, int threads) {
+                   bool with_bias, int64_t position, int threads, bool normed = false) {
   const std::string what = "decode_qkv_rope " + name_of(t) + " heads " + std::to_string(heads)
                            + "/" + std::to_string(kv_heads) + " dim " + std::to_string(dim)
                            + " in " + std::to_string(in) + (with_bias ? " +bias" : "")
                            + " position " + std::to_string(position) + " threads "
-                           + std::to_string(threads);
+                           + std::to_string(threads) + (normed ? " normed input" : "");
   const int64_t rows = (heads + 2 * kv_heads) * dim, max_len = 9;
-  const auto x = randn({in}, in + dim, t) * 2;
+  const auto residual = randn({in}, in + dim, t) * 2;
+  const auto norm_weight = randn({in}, in + 1, t) * 0.5 + 1;
+  const float eps = 1e-5f;
+  auto x = residual;
+  if (normed) {
+    x = at::full({in}, 7.0, at::TensorOptions(t));
+    run_add_rms_norm<T>(k::add_rms_norm_items(in, k::add_rms_norm_threads(in)), ptr<T>(residual),
+                        nullptr, nullptr, ptr<T>(x), ptr<T>(norm_weight), 1, in, eps);
+  }
   const auto w = randn({rows, in}, rows * in, t) * 0.1;
   const auto bias = randn({rows}, rows, t);
   const auto inv_freq = at::rand({dim / 2}) * 0.5;
@@ -236,8 +247,8 @@ void qkv_rope_case(at::ScalarType t, int64_t heads, int64_t kv_heads, int64_t di
   auto qkv = at::full({rows}, 7.0, at::TensorOptions(t));
   emu::launch(static_cast<unsigned>(rows / k::decode_linear_rows), static_cast<unsigned>(threads),
               [&] {
-                k::decode_linear_kernel<T, k::decode_linear_input::plain>(ptr<T>(x), ptr<T>(w), b,
-                                                                          ptr<T>(qkv), rows, in);
+                k::decode_linear_kernel<T, k::decode_linear_input::plain>(
+                  ptr<T>(x), ptr<T>(w), b, ptr<T>(qkv), rows, in, {}, false);
               });
   const auto kv_two = destination(two);
   emu::launch(static_cast<unsigned>(heads + 2 * kv_heads), k::warp_multiple(dim / 2, 1024), [&] {
@@ -249,14 +260,97 @@ void qkv_rope_case(at::ScalarType t, int64_t heads, int64_t kv_heads, int64_t di
   const auto kv_one = destination(one);
   emu::launch(static_cast<unsigned>(rows / k::decode_linear_rows), static_cast<unsigned>(threads),
               [&] {
-                k::decode_qkv_rope_kernel<T>(ptr<T>(x), ptr<T>(w), b, ptr<T>(cos), ptr<T>(sin),
-                                             ptr<T>(one.q), kv_one, s, in);
+                using kind = k::decode_linear_input;
+                if (normed)
+                  k::decode_qkv_rope_kernel<T, kind::rms_normed>(
+                    ptr<T>(residual), ptr<T>(w), b, ptr<T>(cos), ptr<T>(sin), ptr<T>(one.q),
+                    kv_one, s, in, k::folded_norm<T>{ptr<T>(norm_weight), eps, 0.0f});
+                else
+                  k::decode_qkv_rope_kernel<T, kind::plain>(ptr<T>(x), ptr<T>(w), b, ptr<T>(cos),
+                                                            ptr<T>(sin), ptr<T>(one.q), kv_one, s,
+                                                            in, {});
               });
   check_equal(one.q, two.q, what + " q");
   check_equal(one.keys, two.keys, what + " keys");
   check_equal(one.values, two.values, what + " values");
   const bool written = position >= 0 && position < max_len;
   check(written != at::equal(one.keys, fresh().keys), what + " keys written where they belong");
+}
+
+/// The decode step's norms folded into its GEMVs, against the kernels they replace, on the same
+/// inputs, the same bits: decode_linear_kernel with rms_normed input against add_rms_norm_kernel
+/// (no delta) and then the plain GEMV; with add_to_out (plain or swiglu input) against the GEMV
+/// and then add_rms_norm_kernel's residual add.
+template <class T>
+void folded_norm_case(at::ScalarType t, int64_t in, int64_t out_f, bool with_bias, int threads) {
+  const std::string what = "folded norm " + name_of(t) + " in " + std::to_string(in) + " out "
+                           + std::to_string(out_f) + (with_bias ? " +bias" : "") + " threads "
+                           + std::to_string(threads);
+  using kind = k::decode_linear_input;
+  const float eps = 1e-6f;
+  const auto norm_weight = randn({in}, in + 6, t) * 0.5 + 1;
+  const auto w = randn({out_f, in}, in * out_f, t) * 0.1;
+  const auto bias = randn({out_f}, out_f, t);
+  const T* b = with_bias ? ptr<T>(bias) : nullptr;
+  const auto blocks = static_cast<unsigned>((out_f + k::decode_linear_rows - 1)
+                                            / k::decode_linear_rows);
+  const int items = k::add_rms_norm_items(in, k::add_rms_norm_threads(in));
+  // input normalised in the GEMV, for several rows: a sum of squares in another order often
+  // rounds to the same float, so one row would seldom show a wrong order
+  at::Tensor residual, two;
+  for (uint64_t seed = 0; seed < 4; ++seed) {
+    residual = randn({in}, in + 5 + seed, t) * 3;
+    auto normed = at::full({in}, 7.0, at::TensorOptions(t));
+    run_add_rms_norm<T>(items, ptr<T>(residual), nullptr, nullptr, ptr<T>(normed),
+                        ptr<T>(norm_weight), 1, in, eps);
+    two = at::full({out_f}, 7.0, at::TensorOptions(t));
+    auto one = two.clone();
+    emu::launch(blocks, static_cast<unsigned>(threads), [&] {
+      k::decode_linear_kernel<T, kind::plain>(ptr<T>(normed), ptr<T>(w), b, ptr<T>(two), out_f,
+                                              in, {}, false);
+    });
+    emu::launch(blocks, static_cast<unsigned>(threads), [&] {
+      k::decode_linear_kernel<T, kind::rms_normed>(ptr<T>(residual), ptr<T>(w), b, ptr<T>(one),
+                                                   out_f, in, {ptr<T>(norm_weight), eps, 0.0f},
+                                                   false);
+    });
+    check_equal(one, two, what + " rms_normed input, row " + std::to_string(seed));
+  }
+  // a spoiled norm weight must show: the check can fail
+  const auto spoiled = norm_weight * 1.5;
+  auto other = at::full({out_f}, 7.0, at::TensorOptions(t));
+  emu::launch(blocks, static_cast<unsigned>(threads), [&] {
+    k::decode_linear_kernel<T, kind::rms_normed>(ptr<T>(residual), ptr<T>(w), b, ptr<T>(other),
+                                                 out_f, in, {ptr<T>(spoiled), eps, 0.0f}, false);
+  });
+  check(!at::equal(other, two), what + " a spoiled norm weight differs");
+
+  // the residual add where the delta is made: out_f wide rows of the residual
+  for (const bool swiglu : {false, true}) {
+    const auto x = randn({swiglu ? 2 * in : in}, in + 7, t) * 2;
+    const auto start = randn({out_f}, out_f + 8, t) * 4;
+    auto delta = at::full({out_f}, 7.0, at::TensorOptions(t));
+    auto run = [&](auto input, T* out, bool add) {
+      emu::launch(blocks, static_cast<unsigned>(threads), [&] {
+        k::decode_linear_kernel<T, decltype(input)::value>(ptr<T>(x), ptr<T>(w), b, out, out_f,
+                                                           in, {}, add);
+      });
+    };
+    auto summed = start.clone();
+    if (swiglu) {
+      run(std::integral_constant<kind, kind::swiglu>{}, ptr<T>(delta), false);
+      run(std::integral_constant<kind, kind::swiglu>{}, ptr<T>(summed), true);
+    } else {
+      run(std::integral_constant<kind, kind::plain>{}, ptr<T>(delta), false);
+      run(std::integral_constant<kind, kind::plain>{}, ptr<T>(summed), true);
+    }
+    auto want = at::full({out_f}, 7.0, at::TensorOptions(t));
+    auto scratch = at::full({out_f}, 7.0, at::TensorOptions(t));
+    run_add_rms_norm<T>(k::add_rms_norm_items(out_f, k::add_rms_norm_threads(out_f)),
+                        ptr<T>(start), ptr<T>(delta), ptr<T>(want), ptr<T>(scratch),
+                        ptr<T>(norm_weight), 1, out_f, eps);
+    check_equal(summed, want, what + (swiglu ? " swiglu" : " plain") + " added to the residual");
+  }
 }
 
 template <class T>
@@ -610,7 +704,20 @@ void all_cases(at::ScalarType t, double rel) {
     qkv_rope_case<T>(t, 2, 1, 4, 70 * c, false, 0, 32);
     qkv_rope_case<T>(t, 4, 2, 32, 8 * c, true, 8, 64);
     qkv_rope_case<T>(t, 3, 1, 16, 8 * c, true, 9, 32);
+    // and the layer's input norm folded in too
+    qkv_rope_case<T>(t, 12, 2, 16, 24 * c, true, 5, 32, true);
+    qkv_rope_case<T>(t, 4, 2, 32, 8 * c, false, 3, 64, true);
   }
+  // The norms folded into the GEMVs: Qwen2-1.5B's width (the norm kernel's 512 threads played
+  // by 192), 7B's (by 256), a row the norm kernel takes in its general loop (> 16 x 512), a
+  // short row (threads of 32 playing 64), 5 x 32 threads playing 512. Also in float32 (which
+  // the launcher leaves to cuBLAS): there a scale summed in another order shows in the result's
+  // last bits, where bf16 / fp16 rounding mostly hides it.
+  folded_norm_case<T>(t, 1536, 8, true, 192);
+  folded_norm_case<T>(t, 3584, 5, false, 256);
+  folded_norm_case<T>(t, 8448, 4, true, 256);
+  folded_norm_case<T>(t, 40, 7, true, 32);
+  folded_norm_case<T>(t, 2000, 6, false, 160);
   // (not dim 1: x / |x| has a gradient of about eps / x^2, all cancellation)
   for (int64_t dim : {2, 33, 128, 1536})
     rms_norm_backward_case<T>(t, rel, 3, dim);

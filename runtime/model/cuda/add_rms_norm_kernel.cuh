@@ -24,7 +24,9 @@
 namespace kbrl::model::cuda {
 
 /// Threads per block for rows of `dim` elements.
-inline int add_rms_norm_threads(int64_t dim) { return warp_multiple(dim, 512); }
+__host__ __device__ inline int add_rms_norm_threads(int64_t dim) {
+  return warp_multiple(dim, 512);
+}
 
 /// Elements per thread the kernel is instantiated for at `threads` threads: the smallest of 1, 2,
 /// 4, 8 and 16 that covers the row, or 0 (the general version) for wider rows.
@@ -58,6 +60,48 @@ void for_add_rms_norm_items(int items, WithItems&& with_items) {
 /// 1 / sqrt(mean + eps), the mean as libtorch's reduction forms it: the sum times 1 / dim.
 __device__ __forceinline__ float rms_scale(float sum_of_squares, int64_t dim, float eps) {
   return rsqrtf(__fadd_rn(__fmul_rn(sum_of_squares, 1.0f / static_cast<float>(dim)), eps));
+}
+
+/// The scale add_rms_norm_kernel computes for a row h of `dim` elements (h already holding the
+/// residual add), bit for bit, in a block of another size: a kernel that normalises its input
+/// row itself (decode_linear_kernel.cuh) gets the same normalised values as the norm kernel
+/// would have written. The norm kernel's launch of add_rms_norm_threads(dim) threads is
+/// replayed: thread t of this block plays its threads t, t + blockDim.x, ..., each summing its
+/// squares in the kernel's order, and block_sum's two stages run on the played threads' values.
+/// blockDim.x a multiple of 32 (so a played thread's lane is its player's); every thread of the
+/// block calls this and gets the scale. `scratch` holds 32 floats of shared memory.
+template <class T>
+__device__ __forceinline__ float replayed_rms_scale(const T* h, int64_t dim, float eps,
+                                                    float* scratch) {
+  const int played = add_rms_norm_threads(dim);
+  const int lane = threadIdx.x & 31;
+  for (int first = 0; first < played; first += blockDim.x) {
+    const int t = first + static_cast<int>(threadIdx.x);
+    float squares = 0.0f;
+    if (t < played)
+      for (int64_t i = t; i < dim; i += played) {
+        const float v = to_float(h[i]);
+        squares = __fadd_rn(squares, __fmul_rn(v, v));
+      }
+    // block_sum's first stage, for the played warp t / 32 (the same in all lanes of this warp)
+    for (int offset = 16; offset > 0; offset >>= 1)
+      squares += __shfl_xor_sync(0xffffffffu, squares, offset);
+    if (lane == 0 && t < played)
+      scratch[t >> 5] = squares;
+  }
+  __syncthreads();
+  // its second stage, as every warp of the norm kernel's block computes it
+  float v = lane < (played >> 5) ? scratch[lane] : 0.0f;
+  for (int offset = 16; offset > 0; offset >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return rms_scale(v, dim, eps);
+}
+
+/// Element i of a row h normalised as add_rms_norm_kernel writes it (scale from
+/// replayed_rms_scale, w the norm's weight at i), as float.
+template <class T>
+__device__ __forceinline__ float rms_normed_value(float h, float w, float scale) {
+  return round_to<T>(__fmul_rn(w, round_to<T>(__fmul_rn(h, scale))));
 }
 
 template <class T, int Items>

@@ -21,14 +21,30 @@ bool gemv_operands_fit(const void* x, const void* weight, int64_t in_features) {
   return in_features > 0 && in_features % per_chunk == 0 && aligned16(x) && aligned16(weight);
 }
 
+/// `folds` as the kernels take it: the norm's weight (aligned as x, so that its chunks load as
+/// x's do) where the input is rms_normed, nothing there otherwise.
+template <class T>
+bool folded_norm_of(decode_linear_input input, const decode_linear_folds& folds,
+                    folded_norm<T>& norm) {
+  const bool normed = input == decode_linear_input::rms_normed;
+  if (normed != (folds.norm_weight != nullptr) || (normed && !aligned16(folds.norm_weight)))
+    return false;
+  norm.weight = static_cast<const T*>(folds.norm_weight);
+  norm.eps = folds.eps;
+  return true;
+}
+
 template <class T>
 cudaError_t launch(decode_linear_input input, const void* x, const void* weight, const void* bias,
-                   void* out, int64_t in_features, int64_t out_features, cudaStream_t stream) {
+                   void* out, int64_t in_features, int64_t out_features, cudaStream_t stream,
+                   const decode_linear_folds& folds) {
   if constexpr (std::is_same_v<T, float>) {
     return cudaErrorInvalidValue; // cuBLAS's float32 GEMV is no worse; not instantiated
   } else {
     constexpr int64_t per_chunk = 16 / sizeof(T);
-    if (!gemv_operands_fit<T>(x, weight, in_features) || out_features <= 0)
+    folded_norm<T> norm;
+    if (!gemv_operands_fit<T>(x, weight, in_features) || out_features <= 0
+        || !folded_norm_of(input, folds, norm))
       return cudaErrorInvalidValue;
     const int64_t blocks = (out_features + decode_linear_rows - 1) / decode_linear_rows;
     if (blocks > 0x7fffffffLL)
@@ -41,16 +57,19 @@ cudaError_t launch(decode_linear_input input, const void* x, const void* weight,
     T* ot = static_cast<T*>(out);
     const auto kernel = input == decode_linear_input::swiglu
                           ? decode_linear_kernel<T, decode_linear_input::swiglu>
+                        : input == decode_linear_input::rms_normed
+                          ? decode_linear_kernel<T, decode_linear_input::rms_normed>
                           : decode_linear_kernel<T, decode_linear_input::plain>;
     return launch_dependent(kernel, dim3(grid), dim3(threads), stream, xt, wt, bt, ot,
-                            out_features, in_features);
+                            out_features, in_features, norm, folds.add_to_out);
   }
 }
 
 template <class T>
 cudaError_t launch_qkv_rope(const void* x, const void* weight, const void* bias, const void* cos,
                             const void* sin, void* q_out, const kv_destination& kv,
-                            const qkv_shape& shape, int64_t in_features, cudaStream_t stream) {
+                            const qkv_shape& shape, int64_t in_features, cudaStream_t stream,
+                            const decode_linear_folds& folds) {
   if constexpr (std::is_same_v<T, float>) {
     return cudaErrorInvalidValue; // as launch(): float32 stays on cuBLAS
   } else {
@@ -58,17 +77,25 @@ cudaError_t launch_qkv_rope(const void* x, const void* weight, const void* bias,
     const int64_t rows = (shape.heads + 2 * shape.kv_heads) * shape.head_dim;
     if (shape.batch != 1 || shape.seq != 1 || shape.heads <= 0 || shape.kv_heads <= 0
         || shape.head_dim <= 0 || shape.head_dim % 4 != 0 || kv.positions == nullptr
-        || !gemv_operands_fit<T>(x, weight, in_features))
+        || !gemv_operands_fit<T>(x, weight, in_features) || folds.add_to_out)
+      return cudaErrorInvalidValue;
+    const auto input = folds.norm_weight != nullptr ? decode_linear_input::rms_normed
+                                                    : decode_linear_input::plain;
+    folded_norm<T> norm;
+    if (!folded_norm_of(input, folds, norm))
       return cudaErrorInvalidValue;
     const int64_t blocks = rows / decode_linear_rows;
     if (rows > 0x7fffffffLL) // the kernel's row arithmetic is 32-bit
       return cudaErrorInvalidValue;
     const int threads = warp_multiple(in_features / per_chunk, decode_linear_max_threads);
-    return launch_dependent(decode_qkv_rope_kernel<T>, dim3(static_cast<unsigned>(blocks)),
-                            dim3(threads), stream, static_cast<const T*>(x),
-                            static_cast<const T*>(weight), static_cast<const T*>(bias),
-                            static_cast<const T*>(cos), static_cast<const T*>(sin),
-                            static_cast<T*>(q_out), kv, shape, in_features);
+    const auto kernel = input == decode_linear_input::rms_normed
+                          ? decode_qkv_rope_kernel<T, decode_linear_input::rms_normed>
+                          : decode_qkv_rope_kernel<T, decode_linear_input::plain>;
+    return launch_dependent(kernel, dim3(static_cast<unsigned>(blocks)), dim3(threads), stream,
+                            static_cast<const T*>(x), static_cast<const T*>(weight),
+                            static_cast<const T*>(bias), static_cast<const T*>(cos),
+                            static_cast<const T*>(sin), static_cast<T*>(q_out), kv, shape,
+                            in_features, norm);
   }
 }
 
@@ -77,18 +104,21 @@ cudaError_t launch_qkv_rope(const void* x, const void* weight, const void* bias,
 cudaError_t decode_qkv_rope(element_type type, const void* x, const void* weight,
                             const void* bias, const void* cos, const void* sin, void* q_out,
                             const kv_destination& kv, const qkv_shape& shape,
-                            int64_t in_features, cudaStream_t stream) {
+                            int64_t in_features, cudaStream_t stream,
+                            const decode_linear_folds& folds) {
   return for_type(type, [&](auto zero) {
     return launch_qkv_rope<decltype(zero)>(x, weight, bias, cos, sin, q_out, kv, shape,
-                                           in_features, stream);
+                                           in_features, stream, folds);
   });
 }
 
 cudaError_t decode_linear(element_type type, decode_linear_input input, const void* x,
                           const void* weight, const void* bias, void* out, int64_t in_features,
-                          int64_t out_features, cudaStream_t stream) {
+                          int64_t out_features, cudaStream_t stream,
+                          const decode_linear_folds& folds) {
   return for_type(type, [&](auto zero) {
-    return launch<decltype(zero)>(input, x, weight, bias, out, in_features, out_features, stream);
+    return launch<decltype(zero)>(input, x, weight, bias, out, in_features, out_features, stream,
+                                  folds);
   });
 }
 

@@ -17,11 +17,18 @@
 //
 // decode_qkv_rope_kernel is the q|k|v projection with RoPE and the cache write in its epilogue.
 //
+// The norm folds (input rms_normed, add_to_out; decode_linear.hpp's norm_folds) give the norm
+// kernels' bits (replayed_rms_scale), but are off by default: with PDL too, every block working
+// out the row's scale after its wait made the gate|up GEMV (4,480 blocks) 40.7 us a call against
+// about 24, the step 1.80 ms against 1.49 (H200, 2026-11-29,
+// bench/sampler_throughput/results/2026-11-29-norm-folds).
+//
 // The kernels themselves; decode_linear.cu launches them. Kept apart so that a host emulation
 // (test/cuda_emulation) can run the same code without a GPU.
 
 #pragma once
 
+#include "runtime/model/cuda/add_rms_norm_kernel.cuh"
 #include "runtime/model/cuda/dependent_launch.cuh"
 #include "runtime/model/cuda/device_math.cuh"
 #include "runtime/model/cuda/fused_kernels.hpp"
@@ -34,15 +41,30 @@ inline constexpr int decode_linear_rows = 4;
 /// Threads per block at most (a multiple of 32); fewer for a short row (decode_linear.cu).
 inline constexpr int decode_linear_max_threads = 256;
 
-/// Chunk `chunk` (16 bytes of T) of the input row as float32: x's own, or silu(gate) * up of a
-/// [gate | up] row of 2 * in_features elements.
+/// An RMSNorm folded into a GEMV's input (decode_linear_input::rms_normed): the norm's weight
+/// and epsilon; scale is worked out by the block once the input row is there.
+template <class T>
+struct folded_norm {
+  const T* weight = nullptr;
+  float eps = 0.0f;
+  float scale = 0.0f;
+};
+
+/// Chunk `chunk` (16 bytes of T) of the input row as float32: x's own, silu(gate) * up of a
+/// [gate | up] row of 2 * in_features elements, or x normalised by `norm`.
 template <class T, decode_linear_input Input>
 __device__ __forceinline__ void decode_linear_values(const T* x, int64_t in_features,
-                                                     int64_t chunk, float* values) {
+                                                     int64_t chunk, const folded_norm<T>& norm,
+                                                     float* values) {
   using vec = vector16<T>;
   const int64_t at = chunk * vec::size;
   const auto a = vec::fetch(x + at);
-  if constexpr (Input == decode_linear_input::swiglu) {
+  if constexpr (Input == decode_linear_input::rms_normed) {
+    const auto w = vec::fetch(norm.weight + at);
+#pragma unroll
+    for (int e = 0; e < vec::size; ++e)
+      values[e] = rms_normed_value<T>(vec::element(a, e), vec::element(w, e), norm.scale);
+  } else if constexpr (Input == decode_linear_input::swiglu) {
     const auto b = vec::fetch(x + in_features + at);
 #pragma unroll
     for (int e = 0; e < vec::size; ++e)
@@ -57,11 +79,14 @@ __device__ __forceinline__ void decode_linear_values(const T* x, int64_t in_feat
 /// A block's share of a one-token GEMV: rows[r] (r < decode_linear_rows, each in_features long)
 /// against x (decode_linear_values). Thread r < decode_linear_rows returns row r's float32 sum,
 /// the others 0. Each thread's first weight chunk is loaded before the wait for the kernel
-/// before (dependent_launch.cuh), x only after it. Every thread of the block calls this.
+/// before (dependent_launch.cuh), x only after it. For rms_normed input the block first works
+/// out the norm's scale from the whole row (replayed_rms_scale). Every thread of the block
+/// calls this.
 template <class T, decode_linear_input Input>
 __device__ __forceinline__ float decode_linear_block_sums(const T* __restrict__ x,
                                                           const T* const* rows,
-                                                          int64_t in_features) {
+                                                          int64_t in_features,
+                                                          folded_norm<T> norm = {}) {
   using vec = vector16<T>;
   constexpr int Rows = decode_linear_rows;
   __shared__ float partial[decode_linear_max_threads / 32][Rows];
@@ -76,11 +101,15 @@ __device__ __forceinline__ float decode_linear_block_sums(const T* __restrict__ 
     for (int r = 0; r < Rows; ++r)
       first_weights[r] = vec::fetch(rows[r] + first * vec::size);
   wait_for_previous_kernel();
+  if constexpr (Input == decode_linear_input::rms_normed) {
+    __shared__ float norm_scratch[32];
+    norm.scale = replayed_rms_scale(x, in_features, norm.eps, norm_scratch);
+  }
 
   float acc[Rows] = {};
   const auto accumulate = [&](int64_t c, const typename vec::raw* weights) {
     float input[vec::size];
-    decode_linear_values<T, Input>(x, in_features, c, input);
+    decode_linear_values<T, Input>(x, in_features, c, norm, input);
 #pragma unroll
     for (int r = 0; r < Rows; ++r)
 #pragma unroll
@@ -117,13 +146,16 @@ __device__ __forceinline__ float decode_linear_block_sums(const T* __restrict__ 
 }
 
 /// One block per decode_linear_rows rows of w [out_features, in_features]; x the input row
-/// (decode_linear_values), out [out_features]. in_features a multiple of 16 / sizeof(T), x and w
-/// 16-byte aligned (the launcher checks). blockDim.x a multiple of 32, at most
-/// decode_linear_max_threads.
+/// (decode_linear_values; norm's weight and eps for rms_normed input), out [out_features].
+/// in_features a multiple of 16 / sizeof(T), x, w (and norm.weight) 16-byte aligned (the
+/// launcher checks). blockDim.x a multiple of 32, at most decode_linear_max_threads.
+/// add_to_out: out[n] becomes out[n] + the result, rounded as add_rms_norm_kernel rounds its
+/// residual add (the residual add of a decode step, done where the delta is made).
 template <class T, decode_linear_input Input>
 __global__ void __launch_bounds__(decode_linear_max_threads)
 decode_linear_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
-                     T* __restrict__ out, int64_t out_features, int64_t in_features) {
+                     T* __restrict__ out, int64_t out_features, int64_t in_features,
+                     folded_norm<T> norm, bool add_to_out) {
   constexpr int Rows = decode_linear_rows;
   let_next_kernel_start();
   const int64_t first_row = static_cast<int64_t>(blockIdx.x) * Rows;
@@ -135,12 +167,15 @@ decode_linear_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* 
     const int64_t row = first_row + r < out_features ? first_row + r : out_features - 1;
     rows[r] = w + row * in_features;
   }
-  float sum = decode_linear_block_sums<T, Input>(x, rows, in_features);
+  float sum = decode_linear_block_sums<T, Input>(x, rows, in_features, norm);
   const int r = threadIdx.x;
   if (r < Rows && first_row + r < out_features) {
     if (bias != nullptr)
       sum += to_float(bias[first_row + r]);
-    out[first_row + r] = from_float<T>(sum);
+    T* dst = out + first_row + r;
+    // the delta as stored in T, then add_rms_norm_kernel's add: round_to<T>(residual + delta)
+    *dst = add_to_out ? from_float<T>(__fadd_rn(to_float(*dst), round_to<T>(sum)))
+                      : from_float<T>(sum);
   }
 }
 
@@ -164,13 +199,14 @@ __device__ __forceinline__ int64_t decode_qkv_rope_row(unsigned block, int r, un
 /// each pair's two sums meet in one warp; every value is rounded as the two kernels round it
 /// (the projection to T, then rope_qkv's steps): the same bits, one kernel and one launch fewer
 /// per layer. s.batch = s.seq = 1; head_dim a multiple of 4; cos and sin [head_dim] as
-/// rope_qkv_kernel reads them.
-template <class T>
+/// rope_qkv_kernel reads them. Input plain or rms_normed (x the residual row, `norm` the
+/// layer's input norm: the norm kernel before it folded in too).
+template <class T, decode_linear_input Input>
 __global__ void __launch_bounds__(decode_linear_max_threads)
 decode_qkv_rope_kernel(const T* __restrict__ x, const T* __restrict__ w,
                        const T* __restrict__ bias, const T* __restrict__ cos,
                        const T* __restrict__ sin, T* __restrict__ q_out, kv_destination kv,
-                       qkv_shape s, int64_t in_features) {
+                       qkv_shape s, int64_t in_features, folded_norm<T> norm) {
   constexpr int Rows = decode_linear_rows;
   let_next_kernel_start();
   const unsigned block = blockIdx.x, head_dim = static_cast<unsigned>(s.head_dim);
@@ -178,7 +214,7 @@ decode_qkv_rope_kernel(const T* __restrict__ x, const T* __restrict__ w,
 #pragma unroll
   for (int r = 0; r < Rows; ++r)
     rows[r] = w + decode_qkv_rope_row(block, r, head_dim) * in_features;
-  float sum = decode_linear_block_sums<T, decode_linear_input::plain>(x, rows, in_features);
+  float sum = decode_linear_block_sums<T, Input>(x, rows, in_features, norm);
   const int r = threadIdx.x;
   if (r < Rows && bias != nullptr)
     sum += to_float(bias[decode_qkv_rope_row(block, r, head_dim)]);

@@ -70,7 +70,7 @@ inline unsigned elementwise_blocks(long long n) {
 }
 
 /// `n` rounded up to a multiple of 32, at least 32 and at most `cap` (a multiple of 32).
-inline int warp_multiple(long long n, int cap) {
+__host__ __device__ inline int warp_multiple(long long n, int cap) {
   long long t = (n + 31) / 32 * 32;
   if (t < 32)
     t = 32;

@@ -108,6 +108,19 @@ cudaError_t decode_attention(element_type type, const void* q, const decode_kv& 
 enum class decode_linear_input {
   plain,  ///< x itself
   swiglu, ///< x is [gate | up] (2 in_features): silu(gate) * up, rounded as swiglu() rounds it
+  /// x is a residual row, normalised first as add_rms_norm() without delta normalises it
+  /// (decode_linear_folds: the norm's weight and epsilon), with the same bits
+  rms_normed,
+};
+
+/// What decode_linear() and decode_qkv_rope() do around the GEMV when a decode step's residual
+/// adds and norms are folded into its projections (transformer.cpp, decode_linear.hpp).
+struct decode_linear_folds {
+  const void* norm_weight = nullptr; ///< input rms_normed: RMSNorm's weight [in_features]
+  float eps = 0.0f;                  ///< input rms_normed: its epsilon
+  /// out += the result, in place, rounded as add_rms_norm() rounds its residual add
+  /// (decode_linear() only)
+  bool add_to_out = false;
 };
 
 /// out = input weight^T + bias (bias null: none) for one token, as at::linear computes it:
@@ -117,7 +130,8 @@ enum class decode_linear_input {
 /// weight not 16-byte aligned: the caller then runs cuBLAS.
 cudaError_t decode_linear(element_type type, decode_linear_input input, const void* x,
                           const void* weight, const void* bias, void* out, int64_t in_features,
-                          int64_t out_features, cudaStream_t stream);
+                          int64_t out_features, cudaStream_t stream,
+                          const decode_linear_folds& folds = {});
 
 /// decode_linear() of one token over a fused q|k|v weight [(heads + 2 kv_heads) head_dim,
 /// in_features], then rope_qkv() without q/k norm on its output, as one kernel with the same
@@ -125,10 +139,12 @@ cudaError_t decode_linear(element_type type, decode_linear_input input, const vo
 /// into the cache at kv.positions[0]. cos and sin [head_dim]. cudaErrorInvalidValue where
 /// shape.batch or shape.seq is not 1, head_dim is not a multiple of 4, kv has no positions, or
 /// decode_linear() would refuse: the caller then runs the two.
+/// With folds.norm_weight, x is the residual row and is normalised first (input rms_normed).
 cudaError_t decode_qkv_rope(element_type type, const void* x, const void* weight,
                             const void* bias, const void* cos, const void* sin, void* q_out,
                             const kv_destination& kv, const qkv_shape& shape,
-                            int64_t in_features, cudaStream_t stream);
+                            int64_t in_features, cudaStream_t stream,
+                            const decode_linear_folds& folds = {});
 
 /// RMSNorm's input gradient for frozen weights (train_kernels.cuh): for rows x [rows, dim]
 /// normalised as add_rms_norm() does without delta, and grad_out the gradient of its result,

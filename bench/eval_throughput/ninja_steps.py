@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Where load_inline build time goes: reads every .ninja_log under a folder of extension builds
 (kbrl-bench-eval --keep DIR: DIR/extensions) and prints, per kind of build step, how many ran and
-their mean and total seconds; also how long the precompiled torch header took to make.
+their mean and total seconds, for all builds and for the first N to start and the rest apart
+(the first wave runs before any precompiled header is there); also how long the precompiled
+torch header took to make.
 
-    ninja_steps.py DIR [DIR...]
+    ninja_steps.py [--first N] DIR [DIR...]
 """
 
 import collections
@@ -22,22 +24,48 @@ def step_kind(output):
     return "other"
 
 
-def main(argv):
-    roots = argv[1:]
+def read_build(log):
+    """One build's steps from its .ninja_log: (started, [(kind, seconds)], whole seconds), its
+    start in seconds since the epoch (the log's last write, at its last step's end, less that
+    step's end time in the build)."""
+    steps, last_end_ms = [], 0
+    with open(log) as f:
+        for line in f:
+            parts = line.split("\t")
+            if len(parts) < 4 or line.startswith("#"):
+                continue
+            start_ms, end_ms, output = int(parts[0]), int(parts[1]), parts[3]
+            steps.append((step_kind(output), (end_ms - start_ms) / 1000.0))
+            last_end_ms = max(last_end_ms, end_ms)
+    return os.path.getmtime(log) - last_end_ms / 1000.0, steps, last_end_ms / 1000.0
+
+
+def print_steps(title, builds):
     seconds = collections.defaultdict(list)
-    logs = [l for root in roots for l in glob.glob(os.path.join(root, "**", ".ninja_log"),
-                                                    recursive=True)]
-    for log in logs:
-        with open(log) as f:
-            for line in f:
-                parts = line.split("\t")
-                if len(parts) < 4 or line.startswith("#"):
-                    continue
-                start_ms, end_ms, output = int(parts[0]), int(parts[1]), parts[3]
-                seconds[step_kind(output)].append((end_ms - start_ms) / 1000.0)
-    print("%-16s %6s %9s %9s" % ("build step", "count", "mean s", "total s"))
+    for _, steps, _ in builds:
+        for kind, s in steps:
+            seconds[kind].append(s)
+    print("%-16s %6s %9s %9s   %s" % ("build step", "count", "mean s", "total s", title))
     for kind, xs in sorted(seconds.items()):
         print("%-16s %6d %9.1f %9.1f" % (kind, len(xs), sum(xs) / len(xs), sum(xs)))
+    if builds:
+        print("%-16s %6d %9.1f" % ("whole build", len(builds),
+                                   sum(b[2] for b in builds) / len(builds)))
+
+
+def main(argv):
+    args = argv[1:]
+    first = 12  # the builders of gpu_bench.sh: the first wave ran before any header was made
+    if args[:1] == ["--first"]:
+        first, args = int(args[1]), args[2:]
+    roots = args
+    logs = [l for root in roots for l in glob.glob(os.path.join(root, "**", ".ninja_log"),
+                                                    recursive=True)]
+    builds = sorted(read_build(log) for log in logs)
+    print_steps("all builds", builds)
+    if len(builds) > first:
+        print_steps("the first %d builds to start" % first, builds[:first])
+        print_steps("the later ones", builds[first:])
     root = roots[0]
     for gch in glob.glob(os.path.join(root, ".kbrl-pch", "*", "*.gch")):
         header = gch[: -len(".gch")]

@@ -211,10 +211,10 @@ def _torch_pch_for(cflags, post_cflags):
     if os.path.exists(failed):
         return None
     if pch_maker.fenced():
-        # a fenced candidate reads the cache only: the worker has the header made (pch_maker),
-        # and this build waits for it
+        # a fenced candidate reads the cache only: the worker has the header made for later
+        # builds (pch_maker), and this one compiles without it
         pch_maker.wish("torch", {"compiler": compiler, "flags": flags})
-        return header if pch_maker.await_header(folder, PCH_HEADER) else None
+        return None
     # one process builds it; the others wait, then reuse it
     return pch_maker.compile_header(folder, PCH_HEADER, pch_maker.TORCH_HEADER_TEXT,
                                     pch_maker.torch_header_command(compiler, flags))

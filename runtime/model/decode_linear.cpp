@@ -155,23 +155,17 @@ std::optional<attention_inputs> decode_rope_qkv(
   if (qkv_rope_fold_off() || !gemv_may_take(x) || x.dim() != 3 || x.size(0) != 1
       || x.size(1) != 1)
     return std::nullopt;
-  std::vector<const at::Tensor*> weights, biases;
-  for (const auto* p : parts) {
-    if (p->lora.defined())
-      return std::nullopt;
-    weights.push_back(&p->weight);
-    biases.push_back(&p->bias);
-  }
   const int64_t rows = (l.heads + 2 * l.kv_heads) * l.head_dim, in_features = x.size(2);
   const std::vector<int64_t> rot_shape{1, 1, l.head_dim};
   auto same = [&](const at::Tensor& t) {
     return t.defined() && t.device() == x.device() && t.scalar_type() == x.scalar_type();
   };
   if (l.heads <= 0 || l.kv_heads <= 0 || l.head_dim <= 0 || l.head_dim % 4 != 0
-      || !rows_of(weight, weights) || !rows_of(bias, biases) || !one_row(x, x, in_features)
-      || !gemv_weights_fit(weight, bias, x, in_features, rows) || !same(rotary.cos) || !same(rotary.sin) || rotary.cos.sizes() != rot_shape
-      || rotary.sin.sizes() != rot_shape || !cache_slot(cache_keys, x, l)
-      || !cache_slot(cache_values, x, l) || cache_keys.strides() != cache_values.strides()
+      || !fused_without_lora(weight, bias, parts) || !one_row(x, x, in_features)
+      || !gemv_weights_fit(weight, bias, x, in_features, rows) || !same(rotary.cos)
+      || !same(rotary.sin) || rotary.cos.sizes() != rot_shape || rotary.sin.sizes() != rot_shape
+      || !cache_slot(cache_keys, x, l) || !cache_slot(cache_values, x, l)
+      || cache_keys.strides() != cache_values.strides()
       || cache_keys.sizes() != cache_values.sizes() || !positions.defined()
       || positions.device() != x.device() || positions.numel() != 1
       || (input_norm.defined() && !one_row(input_norm, x, in_features)))

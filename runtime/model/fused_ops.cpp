@@ -347,6 +347,18 @@ bool rows_of(const at::Tensor& fused, const std::vector<const at::Tensor*>& part
   return row == fused.size(0);
 }
 
+bool fused_without_lora(const at::Tensor& weight, const at::Tensor& bias,
+                        const std::vector<const linear_layer*>& parts) {
+  std::vector<const at::Tensor*> weights, biases;
+  for (const auto* p : parts) {
+    if (p->lora.defined())
+      return false;
+    weights.push_back(&p->weight);
+    biases.push_back(&p->bias);
+  }
+  return rows_of(weight, weights) && rows_of(bias, biases);
+}
+
 at::Tensor fuse_rows(const std::vector<at::Tensor*>& parts) {
   std::vector<at::Tensor> tensors;
   for (auto* p : parts)

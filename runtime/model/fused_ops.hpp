@@ -114,6 +114,11 @@ at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& keys, const a
 /// true.
 bool rows_of(const at::Tensor& fused, const std::vector<const at::Tensor*>& parts);
 
+/// True when `weight` and `bias` are exactly the rows of `parts`' weights and biases (rows_of)
+/// and no part has LoRA: one GEMM over them is the whole projection.
+bool fused_without_lora(const at::Tensor& weight, const at::Tensor& bias,
+                        const std::vector<const linear_layer*>& parts);
+
 /// Concatenates the tensors `parts` point to along dimension 0 into one new tensor and rebinds
 /// each to its narrow() view of it: the same values, one allocation, and the parts still seen
 /// as separate tensors by everything else. Undefined parts: returns an undefined tensor and

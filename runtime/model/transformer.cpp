@@ -81,20 +81,6 @@ at::Tensor inference_projection(const linear_layer& l, const at::Tensor& x) {
   return l.lora.defined() ? l.forward(x) : decode_linear(x, l.weight, l.bias);
 }
 
-/// A fused weight (and bias) that is exactly its parts' rows, none with LoRA: one GEMV over it
-/// is the whole projection (what decode_linear_normed may replace).
-bool plain_fused(const at::Tensor& weight, const at::Tensor& bias,
-                 const std::vector<const linear_layer*>& parts) {
-  std::vector<const at::Tensor*> weights, biases;
-  for (const auto* p : parts) {
-    if (p->lora.defined())
-      return false;
-    weights.push_back(&p->weight);
-    biases.push_back(&p->bias);
-  }
-  return rows_of(weight, weights) && rows_of(bias, biases);
-}
-
 } // namespace
 
 // ---- building blocks -----------------------------------------------------------------------------
@@ -415,7 +401,7 @@ void transformer::run_layer_inference(int64_t index, at::Tensor& residual, at::T
   const std::vector<const linear_layer*> gate_up_parts{&mlp.gate_proj, &mlp.up_proj};
   std::optional<at::Tensor> gate_up;
   if (folds == norm_folds::all && !attn.o_proj.lora.defined()
-      && plain_fused(mlp.gate_up_weight, mlp.gate_up_bias, gate_up_parts)
+      && fused_without_lora(mlp.gate_up_weight, mlp.gate_up_bias, gate_up_parts)
       && decode_linear_add_to(h, out, /*swiglu_input=*/false, attn.o_proj.weight,
                               attn.o_proj.bias)) {
     gate_up = decode_linear_normed(h, layer.post_attention_layernorm, eps, mlp.gate_up_weight,

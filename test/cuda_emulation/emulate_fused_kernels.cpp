@@ -167,23 +167,30 @@ void decode_linear_case(at::ScalarType t, double rel, int64_t in, int64_t out_f,
   const auto want = at::linear(row.to(at::kFloat), w.to(at::kFloat),
                                with_bias ? bias.to(at::kFloat) : at::Tensor())
                       .to(t);
-  const auto blocks = static_cast<unsigned>((out_f + k::decode_linear_rows - 1)
-                                            / k::decode_linear_rows);
-  auto run = [&](auto input_constant) {
+  // with 4 rows a block, and with 8 (decode_linear.cu's rows_per_block takes either): each
+  // thread adds its chunks in the same order, so the two give the same bits
+  auto run = [&](auto input_constant, auto rows_constant, at::Tensor& into) {
+    constexpr int rows = decltype(rows_constant)::value;
+    const auto blocks = static_cast<unsigned>((out_f + rows - 1) / rows);
     emu::launch(blocks, static_cast<unsigned>(threads), [&] {
-      k::decode_linear_kernel<T, decltype(input_constant)::value>(
-        ptr<T>(x), ptr<T>(w), with_bias ? ptr<T>(bias) : nullptr, ptr<T>(out), out_f, in, {},
+      k::decode_linear_kernel<T, decltype(input_constant)::value, rows>(
+        ptr<T>(x), ptr<T>(w), with_bias ? ptr<T>(bias) : nullptr, ptr<T>(into), out_f, in, {},
         false);
     });
   };
+  auto out8 = out.clone();
   using kind = k::decode_linear_input;
-  if (swiglu)
-    run(std::integral_constant<kind, kind::swiglu>{});
-  else
-    run(std::integral_constant<kind, kind::plain>{});
+  if (swiglu) {
+    run(std::integral_constant<kind, kind::swiglu>{}, std::integral_constant<int, 4>{}, out);
+    run(std::integral_constant<kind, kind::swiglu>{}, std::integral_constant<int, 8>{}, out8);
+  } else {
+    run(std::integral_constant<kind, kind::plain>{}, std::integral_constant<int, 4>{}, out);
+    run(std::integral_constant<kind, kind::plain>{}, std::integral_constant<int, 8>{}, out8);
+  }
   check_close(out.narrow(0, 0, out_f), want, rel, what);
   check_equal(out.narrow(0, out_f, 3), at::full({3}, 7.0, at::TensorOptions(t)),
               what + " past the end untouched");
+  check_equal(out8, out, what + ": 8 rows a block, the same bits as 4");
 }
 
 /// decode_qkv_rope_kernel<T> (the q|k|v GEMV with RoPE and the cache write in its epilogue)

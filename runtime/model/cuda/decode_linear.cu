@@ -6,6 +6,8 @@
 #include "runtime/model/cuda/element_dispatch.cuh"
 
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <type_traits>
 
 namespace kbrl::model::cuda {
@@ -34,6 +36,36 @@ bool folded_norm_of(decode_linear_input input, const decode_linear_folds& folds,
   return true;
 }
 
+/// KBRL_DECODE_GEMV_ROWS=4, read once: 4 rows per block for every shape (to compare).
+bool four_rows_always() {
+  static const bool four = [] {
+    const char* choice = std::getenv("KBRL_DECODE_GEMV_ROWS");
+    return choice != nullptr && std::strcmp(choice, "4") == 0;
+  }();
+  return four;
+}
+
+/// Weight rows per block (decode_linear_kernel's Rows) for a GEMV: 8 where the input is the
+/// SwiGLU of a [gate | up] row (every block works it out for its rows, so 8 rows halve that),
+/// and where the rows are short enough for one 16-byte chunk a thread but many (a short, tall
+/// weight such as Qwen2-1.5B's gate|up: 8 rows give each thread twice the loads in flight and
+/// halve the 4,480 blocks); 4 elsewhere, where more blocks keep more of the GPU busy. Measured
+/// alone on an H200 (bench/sampler_throughput/gemv_shapes.cu, results/2026-11-29-gemv-shapes):
+/// 8 rows took 14.5 against 15.7 us for 1.5B's gate|up, 9.9 against 10.2 and 35.5 against
+/// 37.1 us for the down projections of 1.5B and 7B, and were slower for the other shapes
+/// (7B's gate|up 64.9 against 62.2 us).
+int rows_per_block(decode_linear_input input, int64_t chunks, int64_t out_features) {
+  if (four_rows_always() || input == decode_linear_input::rms_normed)
+    return 4;
+  const bool short_and_tall = chunks <= decode_linear_max_threads && out_features >= 8192;
+  return input == decode_linear_input::swiglu || short_and_tall ? 8 : 4;
+}
+
+template <class T, decode_linear_input Input>
+auto kernel_for(int rows) {
+  return rows == 8 ? decode_linear_kernel<T, Input, 8> : decode_linear_kernel<T, Input, 4>;
+}
+
 template <class T>
 cudaError_t launch(decode_linear_input input, const void* x, const void* weight, const void* bias,
                    void* out, int64_t in_features, int64_t out_features, cudaStream_t stream,
@@ -46,20 +78,22 @@ cudaError_t launch(decode_linear_input input, const void* x, const void* weight,
     if (!gemv_operands_fit<T>(x, weight, in_features) || out_features <= 0
         || !folded_norm_of(input, folds, norm))
       return cudaErrorInvalidValue;
-    const int64_t blocks = (out_features + decode_linear_rows - 1) / decode_linear_rows;
+    const int64_t chunks = in_features / per_chunk;
+    const int rows = rows_per_block(input, chunks, out_features);
+    const int64_t blocks = (out_features + rows - 1) / rows;
     if (blocks > 0x7fffffffLL)
       return cudaErrorInvalidValue;
-    const int threads = warp_multiple(in_features / per_chunk, decode_linear_max_threads);
+    const int threads = warp_multiple(chunks, decode_linear_max_threads);
     const auto grid = static_cast<unsigned>(blocks);
     const T* xt = static_cast<const T*>(x);
     const T* wt = static_cast<const T*>(weight);
     const T* bt = static_cast<const T*>(bias);
     T* ot = static_cast<T*>(out);
     const auto kernel = input == decode_linear_input::swiglu
-                          ? decode_linear_kernel<T, decode_linear_input::swiglu>
+                          ? kernel_for<T, decode_linear_input::swiglu>(rows)
                         : input == decode_linear_input::rms_normed
                           ? decode_linear_kernel<T, decode_linear_input::rms_normed>
-                          : decode_linear_kernel<T, decode_linear_input::plain>;
+                          : kernel_for<T, decode_linear_input::plain>(rows);
     return launch_dependent(kernel, dim3(grid), dim3(threads), stream, xt, wt, bt, ot,
                             out_features, in_features, norm, folds.add_to_out);
   }

@@ -9,7 +9,9 @@
 // kernel; and every kernel boundary of a decode step costs a few microseconds. Here each block
 // owns decode_linear_rows weight rows; its threads split the rows' 16-byte chunks among them,
 // every thread issues all its rows' loads of a chunk before it uses any, and one block reduce
-// sums the threads' parts.
+// sums the threads' parts. A block owns 4 rows, or 8 where decode_linear.cu's rows_per_block
+// says (the SwiGLU input, short and tall weights); a thread's chunks are added in the same order
+// either way.
 // Measured on an H200 (bench/sampler_throughput/results/2026-11-28-decode-gemv): a version for
 // 2-4 tokens was no faster than cuBLAS at 2 and 1.4x slower at 4, so one token only; folding the
 // residual add + RMSNorm in (every block normalising the row itself) and loading a thread's next
@@ -36,7 +38,8 @@
 
 namespace kbrl::model::cuda {
 
-/// Weight rows (output features) per block.
+/// Weight rows (output features) per block, where a launcher does not choose another count
+/// (decode_linear.cu's rows_per_block takes 4 or 8).
 inline constexpr int decode_linear_rows = 4;
 /// Threads per block at most (a multiple of 32); fewer for a short row (decode_linear.cu).
 inline constexpr int decode_linear_max_threads = 256;
@@ -76,19 +79,17 @@ __device__ __forceinline__ void decode_linear_values(const T* x, int64_t in_feat
   }
 }
 
-/// A block's share of a one-token GEMV: rows[r] (r < decode_linear_rows, each in_features long)
-/// against x (decode_linear_values). Thread r < decode_linear_rows returns row r's float32 sum,
-/// the others 0. Each thread's first weight chunk is loaded before the wait for the kernel
-/// before (dependent_launch.cuh), x only after it. For rms_normed input the block first works
-/// out the norm's scale from the whole row (replayed_rms_scale). Every thread of the block
-/// calls this.
-template <class T, decode_linear_input Input>
+/// A block's share of a one-token GEMV: rows[r] (r < Rows, each in_features long) against x
+/// (decode_linear_values). Thread r < Rows returns row r's float32 sum, the others 0. Each
+/// thread's first weight chunk is loaded before the wait for the kernel before
+/// (dependent_launch.cuh), x only after it. For rms_normed input the block first works out the
+/// norm's scale from the whole row (replayed_rms_scale). Every thread of the block calls this.
+template <class T, decode_linear_input Input, int Rows = decode_linear_rows>
 __device__ __forceinline__ float decode_linear_block_sums(const T* __restrict__ x,
                                                           const T* const* rows,
                                                           int64_t in_features,
                                                           folded_norm<T> norm = {}) {
   using vec = vector16<T>;
-  constexpr int Rows = decode_linear_rows;
   __shared__ float partial[decode_linear_max_threads / 32][Rows];
   const int64_t chunks = in_features / vec::size;
   // The weights do not depend on the kernels before this one: the thread's first chunk (for
@@ -145,18 +146,17 @@ __device__ __forceinline__ float decode_linear_block_sums(const T* __restrict__ 
   return sum;
 }
 
-/// One block per decode_linear_rows rows of w [out_features, in_features]; x the input row
+/// One block per Rows rows of w [out_features, in_features]; x the input row
 /// (decode_linear_values; norm's weight and eps for rms_normed input), out [out_features].
 /// in_features a multiple of 16 / sizeof(T), x, w (and norm.weight) 16-byte aligned (the
 /// launcher checks). blockDim.x a multiple of 32, at most decode_linear_max_threads.
 /// add_to_out: out[n] becomes out[n] + the result, rounded as add_rms_norm_kernel rounds its
 /// residual add (the residual add of a decode step, done where the delta is made).
-template <class T, decode_linear_input Input>
+template <class T, decode_linear_input Input, int Rows = decode_linear_rows>
 __global__ void __launch_bounds__(decode_linear_max_threads)
 decode_linear_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
                      T* __restrict__ out, int64_t out_features, int64_t in_features,
                      folded_norm<T> norm, bool add_to_out) {
-  constexpr int Rows = decode_linear_rows;
   let_next_kernel_start();
   const int64_t first_row = static_cast<int64_t>(blockIdx.x) * Rows;
   // A block's last rows may lie past out_features: they read the last row again (no branch in
@@ -167,7 +167,7 @@ decode_linear_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* 
     const int64_t row = first_row + r < out_features ? first_row + r : out_features - 1;
     rows[r] = w + row * in_features;
   }
-  float sum = decode_linear_block_sums<T, Input>(x, rows, in_features, norm);
+  float sum = decode_linear_block_sums<T, Input, Rows>(x, rows, in_features, norm);
   const int r = threadIdx.x;
   if (r < Rows && first_row + r < out_features) {
     if (bias != nullptr)

@@ -14,7 +14,10 @@ nvcc driver (nvcc_driver.py: the host front end beside the device side, then the
 kbrl also gives that compile a precompiled header, which this does not).
 
     nvcc_phases.py --candidates C [--sources N] [--variants full,light,ops] [--jobs 1]
-        [--out FILE.json] [--arch 9.0]
+        [--out FILE.json] [--arch 9.0] [--limit SECONDS]
+
+--limit starts no compile after that many seconds (those running finish), so that a device
+call with a time limit still gets the summary of what did run.
 
 C is make_candidates.py's output; compile-error candidates and duplicates are left out."""
 
@@ -29,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
@@ -182,6 +186,8 @@ def main(argv):
     ap.add_argument("--variants", default="full,light,ops")
     ap.add_argument("--jobs", type=int, default=1, help="nvcc runs at a time")
     ap.add_argument("--out", default="", help="a JSON file for every compile's phases")
+    ap.add_argument("--limit", type=float, default=0,
+                    help="start no compile after this many seconds (0: no limit)")
     ap.add_argument("--arch", default="", help="TORCH_CUDA_ARCH_LIST for the flags (default: "
                     "torch's choice, the GPU's; needed where there is none, e.g. 9.0)")
     args = ap.parse_args(argv[1:])
@@ -215,10 +221,18 @@ def main(argv):
             elif v == "ops":
                 jobs.append((record, v, light.replace(light_cuda_header.HEADER_NAME, OPS_HEADER),
                              flags, {OPS_HEADER: ops_header(light_header, text, includes)}))
+    started = time.monotonic()
     with futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         running = {pool.submit(compile_variant, os.path.join(work, r["id"]), v, t, f, extra):
                    (r, v) for r, v, t, f, extra in jobs}
         for done in futures.as_completed(running):
+            if args.limit and time.monotonic() - started > args.limit:
+                stopped = sum(1 for f in running if f.cancel())
+                if stopped:
+                    print("--limit %g s reached: %d compiles not started" % (args.limit, stopped),
+                          flush=True)
+            if done.cancelled():
+                continue
             record, v = running[done]
             record["variants"][v] = done.result()
             outcome = record["variants"][v]

@@ -160,12 +160,14 @@ void launch_variant(const gemv_shape& s, const bf16* x, const bf16* w, bf16* y, 
   const int auto_threads = k::warp_multiple(s.in_features / 8, k::decode_linear_max_threads);
   const int t = threads ? threads : auto_threads;
   const auto blocks = static_cast<unsigned>((s.out_features + Rows - 1) / Rows);
-  if (s.swiglu)
-    k::decode_linear_kernel<bf16, k::decode_linear_input::swiglu, Rows>
-      <<<blocks, t, 0, stream>>>(x, w, nullptr, y, s.out_features, s.in_features, {}, false);
-  else
-    k::decode_linear_kernel<bf16, k::decode_linear_input::plain, Rows>
-      <<<blocks, t, 0, stream>>>(x, w, nullptr, y, s.out_features, s.in_features, {}, false);
+  using kind = k::decode_linear_input;
+  const auto kernel =
+    t > k::decode_linear_max_threads
+      ? (s.swiglu ? k::decode_linear_kernel<bf16, kind::swiglu, Rows, 512>
+                  : k::decode_linear_kernel<bf16, kind::plain, Rows, 512>)
+      : (s.swiglu ? k::decode_linear_kernel<bf16, kind::swiglu, Rows>
+                  : k::decode_linear_kernel<bf16, kind::plain, Rows>);
+  kernel<<<blocks, t, 0, stream>>>(x, w, nullptr, y, s.out_features, s.in_features, {}, false);
 }
 
 using launcher = void (*)(const gemv_shape&, const bf16*, const bf16*, bf16*, int, cudaStream_t);
@@ -184,6 +186,7 @@ launcher launcher_for(int rows) {
 // The first is the kernel with 4 rows a block: the "x 4 rows" column compares with it.
 const variant variants[] = {
   {4, 0}, {8, 0}, {16, 0}, {2, 0}, {1, 0}, {4, 128}, {8, 128}, {2, 128}, {16, 128},
+  {4, 512}, {8, 512}, {16, 512},
 };
 
 double copy_bandwidth(const buffers& b, cudaStream_t stream) {

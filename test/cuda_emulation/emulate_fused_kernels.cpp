@@ -167,30 +167,37 @@ void decode_linear_case(at::ScalarType t, double rel, int64_t in, int64_t out_f,
   const auto want = at::linear(row.to(at::kFloat), w.to(at::kFloat),
                                with_bias ? bias.to(at::kFloat) : at::Tensor())
                       .to(t);
-  // with 4 rows a block, and with 8 (decode_linear.cu's rows_per_block takes either): each
-  // thread adds its chunks in the same order, so the two give the same bits
-  auto run = [&](auto input_constant, auto rows_constant, at::Tensor& into) {
+  // with 4 rows a block, with 8, and with 8 in the instance bounded at 512 threads (what
+  // decode_linear.cu can launch): each thread adds its chunks in the same order, so all give
+  // the same bits
+  auto run = [&](auto input_constant, auto rows_constant, auto bound_constant, at::Tensor& into) {
     constexpr int rows = decltype(rows_constant)::value;
     const auto blocks = static_cast<unsigned>((out_f + rows - 1) / rows);
     emu::launch(blocks, static_cast<unsigned>(threads), [&] {
-      k::decode_linear_kernel<T, decltype(input_constant)::value, rows>(
+      k::decode_linear_kernel<T, decltype(input_constant)::value, rows,
+                              decltype(bound_constant)::value>(
         ptr<T>(x), ptr<T>(w), with_bias ? ptr<T>(bias) : nullptr, ptr<T>(into), out_f, in, {},
         false);
     });
   };
-  auto out8 = out.clone();
+  auto out8 = out.clone(), out8_512 = out.clone();
   using kind = k::decode_linear_input;
-  if (swiglu) {
-    run(std::integral_constant<kind, kind::swiglu>{}, std::integral_constant<int, 4>{}, out);
-    run(std::integral_constant<kind, kind::swiglu>{}, std::integral_constant<int, 8>{}, out8);
-  } else {
-    run(std::integral_constant<kind, kind::plain>{}, std::integral_constant<int, 4>{}, out);
-    run(std::integral_constant<kind, kind::plain>{}, std::integral_constant<int, 8>{}, out8);
-  }
+  auto run_all = [&](auto input_constant) {
+    using rows = std::integral_constant<int, 8>;
+    using bound = std::integral_constant<int, k::decode_linear_max_threads>;
+    run(input_constant, std::integral_constant<int, 4>{}, bound{}, out);
+    run(input_constant, rows{}, bound{}, out8);
+    run(input_constant, rows{}, std::integral_constant<int, 512>{}, out8_512);
+  };
+  if (swiglu)
+    run_all(std::integral_constant<kind, kind::swiglu>{});
+  else
+    run_all(std::integral_constant<kind, kind::plain>{});
   check_close(out.narrow(0, 0, out_f), want, rel, what);
   check_equal(out.narrow(0, out_f, 3), at::full({3}, 7.0, at::TensorOptions(t)),
               what + " past the end untouched");
   check_equal(out8, out, what + ": 8 rows a block, the same bits as 4");
+  check_equal(out8_512, out, what + ": 8 rows, bounded at 512 threads, the same bits as 4");
 }
 
 /// decode_qkv_rope_kernel<T> (the q|k|v GEMV with RoPE and the cache write in its epilogue)

@@ -41,7 +41,9 @@ namespace kbrl::model::cuda {
 /// Weight rows (output features) per block, where a launcher does not choose another count
 /// (decode_linear.cu's rows_per_block takes 4 or 8).
 inline constexpr int decode_linear_rows = 4;
-/// Threads per block at most (a multiple of 32); fewer for a short row (decode_linear.cu).
+/// Threads per block at most (a multiple of 32; fewer for a short row): the kernels' launch
+/// bound. Instances with a higher bound (MaxThreads) are for comparisons
+/// (bench/sampler_throughput/gemv_shapes.cu): 512 threads made the down projection slower.
 inline constexpr int decode_linear_max_threads = 256;
 
 /// An RMSNorm folded into a GEMV's input (decode_linear_input::rms_normed): the norm's weight
@@ -84,13 +86,14 @@ __device__ __forceinline__ void decode_linear_values(const T* x, int64_t in_feat
 /// thread's first weight chunk is loaded before the wait for the kernel before
 /// (dependent_launch.cuh), x only after it. For rms_normed input the block first works out the
 /// norm's scale from the whole row (replayed_rms_scale). Every thread of the block calls this.
-template <class T, decode_linear_input Input, int Rows = decode_linear_rows>
+template <class T, decode_linear_input Input, int Rows = decode_linear_rows,
+          int MaxThreads = decode_linear_max_threads>
 __device__ __forceinline__ float decode_linear_block_sums(const T* __restrict__ x,
                                                           const T* const* rows,
                                                           int64_t in_features,
                                                           folded_norm<T> norm = {}) {
   using vec = vector16<T>;
-  __shared__ float partial[decode_linear_max_threads / 32][Rows];
+  __shared__ float partial[MaxThreads / 32][Rows];
   const int64_t chunks = in_features / vec::size;
   // The weights do not depend on the kernels before this one: the thread's first chunk (for
   // rows of up to 2,048 bf16 elements its only one) is loaded while the kernel before may still
@@ -149,11 +152,12 @@ __device__ __forceinline__ float decode_linear_block_sums(const T* __restrict__ 
 /// One block per Rows rows of w [out_features, in_features]; x the input row
 /// (decode_linear_values; norm's weight and eps for rms_normed input), out [out_features].
 /// in_features a multiple of 16 / sizeof(T), x, w (and norm.weight) 16-byte aligned (the
-/// launcher checks). blockDim.x a multiple of 32, at most decode_linear_max_threads.
+/// launcher checks). blockDim.x a multiple of 32, at most MaxThreads.
 /// add_to_out: out[n] becomes out[n] + the result, rounded as add_rms_norm_kernel rounds its
 /// residual add (the residual add of a decode step, done where the delta is made).
-template <class T, decode_linear_input Input, int Rows = decode_linear_rows>
-__global__ void __launch_bounds__(decode_linear_max_threads)
+template <class T, decode_linear_input Input, int Rows = decode_linear_rows,
+          int MaxThreads = decode_linear_max_threads>
+__global__ void __launch_bounds__(MaxThreads)
 decode_linear_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
                      T* __restrict__ out, int64_t out_features, int64_t in_features,
                      folded_norm<T> norm, bool add_to_out) {
@@ -167,7 +171,7 @@ decode_linear_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* 
     const int64_t row = first_row + r < out_features ? first_row + r : out_features - 1;
     rows[r] = w + row * in_features;
   }
-  float sum = decode_linear_block_sums<T, Input, Rows>(x, rows, in_features, norm);
+  float sum = decode_linear_block_sums<T, Input, Rows, MaxThreads>(x, rows, in_features, norm);
   const int r = threadIdx.x;
   if (r < Rows && first_row + r < out_features) {
     if (bias != nullptr)

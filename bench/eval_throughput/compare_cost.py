@@ -6,11 +6,15 @@ return 4096 x 393216 float32 values, 6.4 GB). A correctness phase judges each of
 outputs once (the first trial twice), so this is a floor on that phase for such problems.
 
     compare_cost.py [--shape 4096,393216] [--dtype float32] [--repeats 3] [--device cuda]
+        [--against OTHER_COMPARE.py]
 
 Prints seconds per comparison for each side, and the bytes an ideal one-pass comparison would
-read (both tensors once) as a bandwidth figure for scale."""
+read (both tensors once) as a bandwidth figure for scale. --against times another version of
+compare.py in the same run (e.g. `git show REV:tools/kbrl_eval/compare.py > OTHER.py`) and
+checks that it gives the same verdicts and figures on these outputs."""
 
 import argparse
+import importlib.util
 import os
 import sys
 import time
@@ -20,6 +24,20 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
 
 from kbrl_eval.compare import OutputComparison, strict_tolerances  # noqa: E402
+
+
+def other_version(path):
+    """compare.py's module loaded from another file (its relative imports resolve in
+    kbrl_eval, as the real one's do)."""
+    spec = importlib.util.spec_from_file_location("kbrl_eval.compare_other", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def figures(c):
+    return (c.strict_ok, c.kernelbench_ok, sorted(c.flags), c.max_abs_diff, c.mean_abs_diff,
+            c.max_rel_diff, c.norm_rel_diff)
 
 
 def timed(fn, device, repeats):
@@ -42,6 +60,7 @@ def main(argv):
     ap.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--against", default="", help="another compare.py to time and check")
     args = ap.parse_args(argv[1:])
     device = torch.device(args.device)
     dtype = getattr(torch, args.dtype)
@@ -55,6 +74,13 @@ def main(argv):
     peer = timed(lambda: torch.allclose(expected, got, atol=atol, rtol=rtol), device,
                  args.repeats)
     ours = timed(lambda: OutputComparison(expected, got, atol, rtol, tol), device, args.repeats)
+    other = None
+    if args.against:
+        module = other_version(args.against)
+        other = timed(lambda: module.OutputComparison(expected, got, atol, rtol, tol), device,
+                      args.repeats)
+        mine = figures(OutputComparison(expected, got, atol, rtol, tol))
+        theirs = figures(module.OutputComparison(expected, got, atol, rtol, tol))
     one_pass = 2 * n * expected.element_size()
     if device.type == "cuda":
         print(torch.cuda.get_device_name(device))
@@ -63,6 +89,10 @@ def main(argv):
     print("KernelBench (torch.allclose, the peer)  %8.1f ms" % (1e3 * peer))
     print("kbrl (OutputComparison: both verdicts)  %8.1f ms  (%.1fx the peer)" % (
         1e3 * ours, ours / peer))
+    if other is not None:
+        print("%s (--against)  %8.1f ms  (%.1fx the peer); same verdicts and figures: %s" % (
+            os.path.basename(args.against), 1e3 * other, other / peer,
+            "yes" if mine == theirs else "NO: %r against %r" % (mine, theirs)))
     print("one pass over both outputs reads %.1f GB: as if at %.0f GB/s (kbrl), %.0f GB/s "
           "(the peer)" % (one_pass / 1e9, one_pass / ours / 1e9, one_pass / peer / 1e9))
     return 0

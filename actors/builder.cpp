@@ -10,6 +10,7 @@ builder_actor::behavior_type builder(builder_pointer self, actor_stats stats,
   auto& st = self->state;
   st.stats = std::move(stats);
   opts.worker.gpu = -1; // builds never touch a GPU
+  opts.builds_only = true;
   st.engine = std::make_unique<eval::eval_engine>(std::move(opts));
   if (auto ok = st.engine->start(); !ok) {
     spdlog::error("{}: {}", st.stats.name, describe(ok.error()));

@@ -62,7 +62,9 @@ class WorkerProc:
         self.next_id = 1
         self.start_seconds = 0.0
 
-    def start(self):
+    def start(self, evaluates=True):
+        """Starts the worker and says hello as the C++ evaluator does (a builder's hello says
+        evaluates: false); returns the hello answer."""
         os.makedirs(self.scratch, exist_ok=True)
         os.makedirs(self.extensions_dir, exist_ok=True)
         req_r, req_w = os.pipe()
@@ -98,7 +100,7 @@ class WorkerProc:
         self.to_worker = req_w
         self.from_worker = ans_r
         self.pending = b""
-        hello = self.call({"op": "hello"}, deadline=300)
+        hello = self.call({"op": "hello", "evaluates": evaluates}, deadline=300)
         self.start_seconds = time.perf_counter() - t0
         return hello
 

@@ -191,7 +191,13 @@ caf::expected<void> eval_engine::start() {
   ++workers_started_;
   since_start_ = 0;
   json_writer hello;
-  hello.begin_object().field("op", "hello").field("id", next_id_++).end_object();
+  // An evaluating worker starts its spare candidate processes now, so the first evaluations
+  // do not wait for one (worker_protocol.md).
+  hello.begin_object()
+    .field("op", "hello")
+    .field("id", next_id_++)
+    .field("evaluates", !opts_.builds_only)
+    .end_object();
   auto answer = worker_->call(hello.str(), opts_.start_timeout);
   if (!answer) {
     auto out = worker_->take_output().text();

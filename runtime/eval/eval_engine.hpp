@@ -58,6 +58,9 @@ struct engine_options {
   double min_time_coverage = 0.05;
   /// Measure the time coverage at all (one extra profiled call per timed candidate).
   bool profile_coverage = true;
+  /// A build worker (the builder actor): its hello does not ask the worker to start spare
+  /// candidate processes, which only evaluations use.
+  bool builds_only = false;
   /// Resident memory of a candidate's process and its children, GiB (the worker kills it past).
   double memory_limit_gb = 16;
   std::chrono::milliseconds start_timeout{120000}; ///< importing torch + first CUDA context

@@ -102,8 +102,8 @@ class Worker:
     # -- candidate processes ---------------------------------------------------------------------
 
     def start_spare(self):
-        """Tops up the spare candidate processes (from the first evaluation on: a worker that
-        only builds needs none). Each starts now, while the worker evaluates or waits, so that
+        """Tops up the spare candidate processes (from a hello that says the worker evaluates,
+        else from the first evaluation on: a worker that only builds needs none). Each starts now, while the worker evaluates or waits, so that
         its CUDA context and the profiler's set-up (about 0.4 s and 3 s on an H200) are paid
         outside the evaluation that takes it. A spare runs no candidate code until an
         evaluation takes it; its start-up overlaps the current evaluation (a CUDA context and
@@ -194,6 +194,10 @@ class Worker:
     # -- ops -----------------------------------------------------------------------------------
 
     def op_hello(self, req):
+        if req.get("evaluates") is True:
+            # the spares start up (CUDA context, profiler) while the first candidates build,
+            # instead of the first evaluations waiting for them
+            self.start_spare()
         ans = {"id": req["id"], "ok": self.torch_error is None, "device": self.device_name,
                "torch": self.torch_version, "cuda": self.cuda, "pid": os.getpid(),
                "torch_compile": self.torch_error is None and hasattr(torch, "compile"),
@@ -213,7 +217,8 @@ class Worker:
 
     def op_stats(self, req):
         ans = {"id": req["id"], "rss_mb": rss_mb(), "gpu_allocated_mb": 0.0,
-               "gpu_reserved_mb": 0.0, "evaluations": self.evaluations}
+               "gpu_reserved_mb": 0.0, "evaluations": self.evaluations,
+               "spares": len(self.spares)}
         if self.cuda:
             try:
                 ans["gpu_allocated_mb"] = torch.cuda.memory_allocated() / 2.0 ** 20

@@ -5,8 +5,9 @@ versions of each candidate's cuda.cu:
   - light: with kbrl's light torch header (light_cuda_header.py), what kbrl's builds compile;
   - ops:   an experiment, not what kbrl builds: the light header with ATen/ATen.h replaced by
            ATen's core Tensor, the dispatch macros where the source uses them, and the
-           per-operator headers (ATen/ops/NAME.h) of the at:: / torch:: functions the source
-           calls. A source it does not compile would fall back to the light header.
+           per-operator headers (ATen/ops/NAME.h) of the functions the source calls by name
+           (ops_header_names.py says when that keeps the code's meaning). A source it does not
+           compile would fall back to the light header.
 Each cuda.cu is compiled alone (--jobs at a time) with the flags torch gives nvcc, into its
 own folder; no kbrl build is needed. The summary compares the variants over the sources every
 variant compiled: each phase's mean, their sum (one nvcc as is) and the critical path of kbrl's
@@ -42,7 +43,6 @@ from kbrl_eval import light_cuda_header  # noqa: E402
 # What load_inline puts before a candidate's CUDA sources (torch.utils.cpp_extension).
 LOAD_INLINE_PRELUDE = "#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>"
 OPS_HEADER = "kbrl_torch_ops.h"
-CALLED = re.compile(r"\b(?:at|torch)::(\w+)\s*\(")
 FRONT_HOST = ("gcc (preprocessing 4)", "cudafe++")
 FRONT_DEVICE = ("gcc (preprocessing 1)", "cicc", "ptxas", "fatbinary")
 HOST_COMPILE = "gcc (compiling)"
@@ -104,8 +104,11 @@ def nvcc_flags(name, extra_cuda_cflags):
 
 def ops_header(light_header, text, includes):
     """The ops variant's header for a source: the light header's text with ATen/ATen.h
-    replaced as the module's docstring says."""
-    names = sorted(set(CALLED.findall(text)))
+    replaced as the module's docstring says. Every name the source calls (qualified with at::,
+    torch:: or c10::, or unqualified) gets its per-operator header where it has one, so the
+    names it calls have all their at:: overloads (ops_header_names.py screens the rest)."""
+    from ops_header_names import called_names
+    names = sorted(called_names(text))
     ops = [n for n in names
            if any(os.path.exists(os.path.join(p, "ATen", "ops", n + ".h")) for p in includes)]
     lines = ["#include <ATen/core/Tensor.h>"]

@@ -28,7 +28,6 @@ import csv
 import inspect
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -74,6 +73,15 @@ def captured_load_inline(candidate_path):
     finally:
         cpp_extension.load_inline = original
     return None
+
+
+def buildable_cuda_candidates(candidates):
+    """The manifest entries of make_candidates.py's folder worth compiling: CUDA sources, each
+    once (no duplicates), without the planted compile errors."""
+    with open(os.path.join(candidates, "manifest.json")) as f:
+        manifest = json.load(f)
+    return [m for m in manifest if m.get("backend") == "cuda" and not m.get("duplicate_of")
+            and not m["kind"].startswith("compile_error")]
 
 
 def as_list(v):
@@ -197,9 +205,7 @@ def main(argv):
     if args.arch:
         os.environ["TORCH_CUDA_ARCH_LIST"] = args.arch
     variants = [v for v in args.variants.split(",") if v]
-    manifest = json.load(open(os.path.join(args.candidates, "manifest.json")))
-    picked = [m for m in manifest if m.get("backend") == "cuda" and not m.get("duplicate_of")
-              and not m["kind"].startswith("compile_error")][:args.sources]
+    picked = buildable_cuda_candidates(args.candidates)[:args.sources]
     light_header = light_cuda_header.read_header()
     work = tempfile.mkdtemp(prefix="kbrl-nvcc-phases-")
     jobs = []

@@ -142,12 +142,8 @@ def called_names(text):
 def screen(split, candidates):
     import nvcc_phases
     from nvcc_phases import light_cuda_header
-    manifest = json.load(open(os.path.join(candidates, "manifest.json")))
     records = []
-    for m in manifest:
-        if (m.get("backend") != "cuda" or m.get("duplicate_of")
-                or m["kind"].startswith("compile_error")):
-            continue
+    for m in nvcc_phases.buildable_cuda_candidates(candidates):
         arguments = nvcc_phases.captured_load_inline(os.path.join(candidates, m["candidate"]))
         if not arguments or not arguments.get("cuda_sources"):
             continue

@@ -3,12 +3,16 @@
 make_candidates.py.
 
 Each build is one fresh Python process running the candidate's module-level load_inline, as a
-kbrl builder does, in one of three modes (main.cpp compiles with the precompiled
-torch/extension.h in all three):
+kbrl builder does, in one of five modes (main.cpp compiles with the precompiled
+torch/extension.h in every mode):
   - full:  cuda.cu as written, nvcc as is (the peer: what KernelBench's protocol compiles);
   - light: cuda.cu with kbrl's light torch header (light_cuda_header.py), nvcc as is;
-  - kbrl:  the light header, nvcc's two front ends side by side (nvcc_driver.py) and the host
-           half through a precompiled header (host_pch.py): what kbrl's builds do now.
+  - ops:   the per-operator header where its screen allows (ops_cuda_header.py), else light;
+           nvcc as is;
+  - kbrl:  the per-operator and light headers, nvcc's two front ends side by side
+           (nvcc_driver.py) and the host half through a precompiled header (host_pch.py): what
+           kbrl's builds do now;
+  - kbrl-light: kbrl without the per-operator tier (KBRL_EVAL_OPS_CUDA_HEADER=0).
 A build's time is from after `import torch` to the loaded extension. Duplicates are built
 once. Then, for every source built in the first mode and another:
   - the kernels' SASS (cuobjdump), internal-linkage name hashes aside, must be identical;
@@ -46,16 +50,19 @@ import torch, torch.utils.cpp_extension as ce
 from kbrl_eval.extension_builds import (install_build_reuse, install_library_reuse,
                                         install_torch_pch)
 mode = os.environ["KBRL_BUILD_MODE"]
-if mode != "kbrl":
+if not mode.startswith("kbrl"):
     # the host compiler wrapper (host_pch.py) passes every call through; main.cpp keeps its
     # precompiled header in every mode
     os.environ["KBRL_EVAL_NO_PCH"] = "1"
 install_build_reuse(ce)
-if mode in ("light", "kbrl"):
+if mode in ("light", "kbrl-light"):
+    os.environ["KBRL_EVAL_OPS_CUDA_HEADER"] = "0"
+if mode in ("light", "ops", "kbrl", "kbrl-light"):
     from kbrl_eval.light_cuda_header import install_light_cuda_header
-    install_light_cuda_header(ce, log=lambda m: print("FALLBACK " + m, file=sys.stderr))
+    install_light_cuda_header(ce, log=lambda m: print(
+        ("FALLBACK " if "did not compile" in m else "NOTE ") + m, file=sys.stderr))
 install_library_reuse(ce)
-if mode == "kbrl":
+if mode.startswith("kbrl"):
     from kbrl_eval.nvcc_driver import install_parallel_nvcc
     install_parallel_nvcc(ce)
 install_torch_pch(ce)
@@ -199,8 +206,8 @@ def main():
     # the precompiled headers (torch/extension.h for main.cpp, the host half's for kbrl) made
     # before anything is timed, as on a builder that has built before
     # (the host half's header is made by the second build of a prefix: two warm-ups for kbrl)
-    for mode in sorted(set(modes + lone_modes) & {"kbrl", "full"}):
-        for n in range(2 if mode == "kbrl" else 1):
+    for mode in sorted(set(modes + lone_modes) & {"kbrl", "kbrl-light", "full"}):
+        for n in range(2 if mode.startswith("kbrl") else 1):
             warm = build(next(iter(paths.values())), mode,
                          os.path.join(scratch, "warm-up-%s-%d" % (mode, n)), logs)
             print("warm-up build, %s (makes the precompiled headers): %.1f s"
@@ -209,7 +216,7 @@ def main():
         t0 = time.monotonic()
         rows = build_all(list(paths.values()), mode, dirs[mode], logs, args.jobs, deadline)
         report[mode] = {"wall": time.monotonic() - t0, "builds": rows}
-        print("%s, %d at a time: %s; %.1f s wall, %d fell back to the full header"
+        print("%s, %d at a time: %s; %.1f s wall, %d fell back to a heavier header"
               % (mode, args.jobs, summarize(rows), report[mode]["wall"],
                  sum(r["fallback"] for r in rows)), flush=True)
         save(args.out, report)

@@ -3,11 +3,10 @@
 versions of each candidate's cuda.cu:
   - full:  as load_inline writes it (torch's headers as the candidate included them);
   - light: with kbrl's light torch header (light_cuda_header.py), what kbrl's builds compile;
-  - ops:   an experiment, not what kbrl builds: the light header with ATen/ATen.h replaced by
-           ATen's core Tensor, the dispatch macros where the source uses them, and the
-           per-operator headers (ATen/ops/NAME.h) of the functions the source calls by name
-           (ops_header_names.py says when that keeps the code's meaning). A source it does not
-           compile would fall back to the light header.
+  - ops:   kbrl's per-operator tier's header (ops_cuda_header.py: ATen's core Tensor, the
+           dispatch macros, the tensor operators and the per-operator headers of the functions
+           the source calls by name), tried before the light header where the tier's screen
+           allows it (ops_header_names.py screen).
 Each cuda.cu is compiled alone (--jobs at a time) with the flags torch gives nvcc, into its
 own folder; no kbrl build is needed. The summary compares the variants over the sources every
 variant compiled: each phase's mean, their sum (one nvcc as is) and the critical path of kbrl's
@@ -111,19 +110,13 @@ def nvcc_flags(name, extra_cuda_cflags):
 
 
 def ops_header(light_header, text, includes):
-    """The ops variant's header for a source: the light header's text with ATen/ATen.h
-    replaced as the module's docstring says. Every name the source calls (qualified with at::,
-    torch:: or c10::, or unqualified) gets its per-operator header where it has one, so the
-    names it calls have all their at:: overloads (ops_header_names.py screens the rest)."""
-    from ops_header_names import called_names
-    names = sorted(called_names(text))
-    ops = [n for n in names
-           if any(os.path.exists(os.path.join(p, "ATen", "ops", n + ".h")) for p in includes)]
-    lines = ["#include <ATen/core/Tensor.h>"]
-    if "AT_DISPATCH" in text:
-        lines.append("#include <ATen/Dispatch.h>")
-    lines += ["#include <ATen/ops/%s.h>" % n for n in ops]
-    return light_header.replace("#include <ATen/ATen.h>", "\n".join(lines), 1)
+    """The ops variant's header for a source: what kbrl's per-operator tier writes
+    (tools/kbrl_eval/ops_cuda_header.py), whether or not its screen would allow the source."""
+    from kbrl_eval import ops_cuda_header
+    folder = ops_cuda_header.ops_folder(includes)
+    available = [n[:-2] for n in os.listdir(folder) if n.endswith(".h")] if folder else []
+    ops = ops_cuda_header.OpsHeader(light_header, [], available)
+    return ops.header_text(ops.names_to_include(text))
 
 
 def phases_of(csv_path):

@@ -1,33 +1,32 @@
 #!/usr/bin/env python3
-"""Could a per-operator torch header serve a CUDA candidate without changing what its code means?
-A screen for that decision (nvcc_phases.py's `ops` header compiles a kernel file in about 60 %
-of the light header's time); nothing in kbrl builds with it.
+"""The split-name lists behind kbrl's per-operator CUDA build tier
+(tools/kbrl_eval/ops_cuda_header.py), and a screen of a candidate set against one.
 
-The `ops` header declares fewer names than kbrl's light header (all of ATen): ATen's core Tensor,
-the dispatch macros, and ATen/ops/NAME.h for the functions the source calls. A source that
-compiles with both means the same with both when every function it calls by name (qualified
-with at::, torch:: or c10::, or unqualified, which argument-dependent lookup and `using`
-directives extend to those namespaces) has the same overload set in both: all of that name's
-declarations in namespaces at, c10 and torch lie in the core headers or in its own
-ATen/ops/NAME.h (or NAME_ops.h). Member calls see the same class in both. Binary operators on
-tensors (ATen/TensorOperators.h, not in the core headers) do not compile without the full
-header, because a Tensor converts to no arithmetic type, so such a source falls back.
+The ops header declares fewer names than kbrl's light header (all of ATen): its fixed part
+(ATen's core Tensor, the dispatch macros, the tensor operators) and ATen/ops/NAME.h for the
+functions the source calls. A source that compiles with both means the same with both when
+every function it calls by name (qualified with at::, torch:: or c10::, or unqualified, which
+argument-dependent lookup and `using` directives extend to those namespaces) has the same
+overload set in both: all of that name's declarations in namespaces at, c10 and torch lie in
+the fixed part or in its own ATen/ops/NAME.h (or NAME_ops.h). Member calls see the same class
+in both.
 
-  names    clang's AST of two translation units (ATen/ATen.h; ATen/core/Tensor.h with
-           ATen/Dispatch.h) gives every namespace-scope function, function template and using
-           declaration of at, c10 and torch with its file; a name declared outside the core
-           headers and outside its own per-operator header is "split". Needs clang++ and
-           torch's headers, no GPU.
-  screen   each candidate's called names against the split ones; a source that calls a split
-           name, or has preprocessor conditionals (a macro only the full header defines could
-           change them), stays on the light header.
+  names    clang's AST of two translation units (ATen/ATen.h; the ops header's fixed part)
+           gives every namespace-scope function, function template and using declaration of
+           at, c10 and torch with its file; a name declared outside the fixed part and outside
+           its own per-operator header is "split". Needs clang++ and torch's headers, no GPU.
+           The output is the list kbrl reads: tools/kbrl_eval/split_names/torch-X.Y.Z.json
+           (with the release and the count of ATen/ops headers it was made from).
+  screen   each candidate's CUDA source through the tier's decision: a source that calls a
+           split name, or has preprocessor conditionals (a macro only the full header defines
+           could change them), stays on the light header.
 
     ops_header_names.py names --out SPLIT.json [--include DIR ...]
     ops_header_names.py screen --split SPLIT.json --candidates C [--out FILE.json]
 
---include defaults to torch's own include folders. This screen is an argument, not a proof: a
-build tier would still check that the binaries are the same (build_times.py's SASS and
-host-object comparisons) on a candidate set before it is trusted."""
+--include defaults to torch's own include folders. This screen is an argument, not a proof:
+build_times.py checks on a candidate set that the binaries behave the same (identical SASS,
+bitwise-identical outputs)."""
 
 import argparse
 import collections
@@ -40,6 +39,9 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
+
+from kbrl_eval import ops_cuda_header  # noqa: E402
 
 # one node of `clang -Xclang -ast-dump`: its tree prefix (depth) and kind
 NODE = re.compile(r"^([| `]*)[|`]-(\w+) ")
@@ -53,7 +55,7 @@ SCOPES = {"NamespaceDecl", "LinkageSpecDecl", "CXXRecordDecl", "ClassTemplateDec
           "FunctionTemplateDecl", "FunctionDecl", "CXXMethodDecl", "CXXConstructorDecl",
           "EnumDecl", "TypeAliasTemplateDecl"}
 TOP = {"at", "c10", "torch"}
-CORE_TU = "#include <ATen/core/Tensor.h>\n#include <ATen/Dispatch.h>\n"
+CORE_TU = ops_cuda_header.FIXED_PART  # what every ops header includes
 FULL_TU = "#include <ATen/ATen.h>\n"
 
 
@@ -120,28 +122,25 @@ def split_names(includes):
     return {k: sorted(v) for k, v in sorted(split.items())}, len(full), len(core)
 
 
-# a call, with template arguments or not: f(, f<float>(
-CALL = re.compile(r"(\.|->|::)?\s*\b([A-Za-z_]\w*)\s*(?:<[^;(){}]*>\s*)?\(")
-QUALIFIED_CALL = re.compile(r"\b(?:at|torch|c10)::(\w+)\s*(?:<[^;(){}]*>\s*)?\(")
-CONDITIONAL = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif)\b", re.M)
+def torch_release_of(includes):
+    """X.Y.Z from torch/version.h in the include folders."""
+    for d in includes:
+        for sub in ("torch", os.path.join("torch", "headeronly"),
+                    os.path.join("torch", "csrc", "api", "include", "torch")):
+            path = os.path.join(d, sub, "version.h")
+            if os.path.exists(path):
+                text = open(path).read()
+                parts = [re.search(r"#define TORCH_VERSION_%s (\d+)" % p, text)
+                         for p in ("MAJOR", "MINOR", "PATCH")]
+                if all(parts):
+                    return ".".join(m.group(1) for m in parts)
+    raise SystemExit("no torch/version.h with TORCH_VERSION_MAJOR/MINOR/PATCH in %s" % includes)
 
 
-STATEMENT_WORDS = {"if", "for", "while", "switch", "return", "sizeof", "alignof", "decltype",
-                   "catch", "static_assert", "noexcept", "defined", "__launch_bounds__"}
-
-
-def called_names(text):
-    """Functions a source calls by name: qualified with at::, torch:: or c10::, or unqualified
-    (not members: those follow a `.`, `->` or another qualifier)."""
-    code = re.sub(r'"(?:\\.|[^"\\\n])*"', '""', re.sub(r"//[^\n]*|/\*.*?\*/", " ", text,
-                                                        flags=re.S))
-    unqualified = {name for qualifier, name in CALL.findall(code) if not qualifier}
-    return (unqualified - STATEMENT_WORDS) | set(QUALIFIED_CALL.findall(code))
-
-
-def screen(split, candidates):
+def screen(data, candidates):
     import nvcc_phases
     from nvcc_phases import light_cuda_header
+    ops = ops_cuda_header.OpsHeader("", data["split"], [])
     records = []
     for m in nvcc_phases.buildable_cuda_candidates(candidates):
         arguments = nvcc_phases.captured_load_inline(os.path.join(candidates, m["candidate"]))
@@ -152,11 +151,11 @@ def screen(split, candidates):
         if light_cuda_header.light_source(nvcc_phases.LOAD_INLINE_PRELUDE + "\n" + text) is None:
             record["outcome"] = "built as written"
         else:
-            calls_split = sorted(called_names(text) & set(split))
-            record["calls_split_names"] = calls_split
-            record["preprocessor_conditionals"] = bool(CONDITIONAL.search(text))
-            record["outcome"] = ("light header" if calls_split or record["preprocessor_conditionals"]
-                                 else "ops header")
+            record["calls_split_names"] = sorted(ops_cuda_header.called_names(text)
+                                                 & ops.split_names)
+            record["preprocessor_conditionals"] = ops_cuda_header.has_conditionals(text)
+            record["outcome"] = ("ops header" if ops.names_to_include(text) is not None
+                                 else "light header")
         records.append(record)
     return records
 
@@ -178,16 +177,20 @@ def main(argv):
             import torch.utils.cpp_extension as ce
             includes = ce.include_paths()
         split, full, core = split_names(includes)
+        folder = ops_cuda_header.ops_folder(includes)
+        data = {"torch_release": torch_release_of(includes),
+                "operator_headers": sum(n.endswith(".h") for n in os.listdir(folder)),
+                "split": split}
         with open(args.out, "w") as f:
-            json.dump(split, f, indent=1)
+            json.dump(data, f, indent=0, sort_keys=True)
+            f.write("\n")
         print("%d namespace-scope declarations with ATen/ATen.h, %d with the core headers; %d "
               "names of at, c10 and torch are split" % (full, core, len(split)))
         files = collections.Counter(p for paths in split.values() for p in paths)
         print("headers with the most split names: %s" % ", ".join(
             "%s (%d)" % kv for kv in files.most_common(8)))
         return 0
-    split = json.load(open(args.split))
-    records = screen(split, args.candidates)
+    records = screen(json.load(open(args.split)), args.candidates)
     outcomes = collections.Counter(r["outcome"] for r in records)
     for r in records:
         if r.get("calls_split_names") or r.get("preprocessor_conditionals"):

@@ -148,14 +148,14 @@ class FallbackTest(unittest.TestCase):
 
     def test_a_light_build_that_compiles_is_the_only_build(self):
         module = fake_cpp_extension(fail_light=False)
-        light.install_light_cuda_header(module)
+        light.install_light_cuda_header(module, ops=None)
         self.assertEqual(self.build(module), "built")
         self.assertEqual(module.builds, [[os.path.join(self.dir, "cuda" + light.LIGHT_SUFFIX)]])
 
     def test_a_light_build_that_fails_is_built_again_as_written_and_said(self):
         module = fake_cpp_extension(fail_light=True)
         said = []
-        light.install_light_cuda_header(module, log=said.append)
+        light.install_light_cuda_header(module, log=said.append, ops=None)
         self.assertEqual(self.build(module), "built")
         self.assertEqual(module.builds[-1], [self.cu])
         self.assertEqual(len(module.builds), 2)
@@ -166,7 +166,7 @@ class FallbackTest(unittest.TestCase):
         import inspect
         module = fake_cpp_extension(fail_light=False)
         original = inspect.signature(module._write_ninja_file_and_build_library)
-        light.install_light_cuda_header(module)
+        light.install_light_cuda_header(module, ops=None)
         wrapped = inspect.signature(module._write_ninja_file_and_build_library)
         self.assertEqual(wrapped, original)
         self.assertIn("build_directory", wrapped.bind(
@@ -174,8 +174,8 @@ class FallbackTest(unittest.TestCase):
 
     def test_installing_twice_wraps_once(self):
         module = fake_cpp_extension(fail_light=True)
-        light.install_light_cuda_header(module)
-        light.install_light_cuda_header(module)
+        light.install_light_cuda_header(module, ops=None)
+        light.install_light_cuda_header(module, ops=None)
         self.build(module)
         self.assertEqual(len(module.builds), 2)
 

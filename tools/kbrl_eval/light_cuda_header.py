@@ -9,10 +9,17 @@ writes, beside each .cu source, a copy whose torch includes name kbrl_torch_ligh
 light copy does not compile, the source is built again as written, so a candidate that needs
 the full header still gets it, and its compile errors are those of the source as written.
 
-KBRL_EVAL_FULL_CUDA_HEADER=1 (or the worker's --full-cuda-header) turns this off."""
+Before the light copy, a source may be built with the per-operator header
+(ops_cuda_header.py: fewer declarations still, where that keeps the source's meaning); when
+that copy does not compile, the light copy is built, then the source as written.
+
+KBRL_EVAL_FULL_CUDA_HEADER=1 (or the worker's --full-cuda-header) turns all of this off;
+KBRL_EVAL_OPS_CUDA_HEADER=0 only the per-operator tier."""
 
 import os
 import re
+
+from . import ops_cuda_header
 
 HEADER_NAME = "kbrl_torch_light.h"
 LIGHT_SUFFIX = ".kbrl-light.cu"
@@ -61,35 +68,78 @@ def read_header():
         return f.read()
 
 
+def _write_copies(sources, build_directory, copy_of):
+    """The source list with each .cu that has a copy replaced by it, or None when none has.
+    copy_of(text, base) gives {file name: text} for the build folder, the copy's name first,
+    or None."""
+    out, changed = [], False
+    for src in sources:
+        files = None
+        if (src.endswith(".cu") and not src.endswith(LIGHT_SUFFIX)
+                and not src.endswith(ops_cuda_header.OPS_SUFFIX)):
+            with open(src, errors="replace") as f:
+                files = copy_of(f.read(), os.path.basename(src)[:-len(".cu")])
+        if files is None:
+            out.append(src)
+            continue
+        for i, (name, text) in enumerate(files.items()):
+            _write_if_changed(os.path.join(build_directory, name), text)
+            if i == 0:
+                out.append(os.path.join(build_directory, name))
+        changed = True
+    return out if changed else None
+
+
 def write_light_sources(sources, build_directory, header_text=None):
     """The source list to build with the light header (each .cu with a light copy replaced by
     that copy, written into build_directory with the header beside it), or None when no source
     has a light copy."""
-    out, changed = [], False
-    for src in sources:
-        light = None
-        if src.endswith(".cu") and not src.endswith(LIGHT_SUFFIX):
-            with open(src, errors="replace") as f:
-                light = light_source(f.read())
+    header_text = read_header() if header_text is None else header_text
+
+    def copy_of(text, base):
+        light = light_source(text)
         if light is None:
-            out.append(src)
-            continue
-        base = os.path.basename(src)[:-len(".cu")]
-        path = os.path.join(build_directory, base + LIGHT_SUFFIX)
-        _write_if_changed(path, light)
-        out.append(path)
-        changed = True
-    if not changed:
+            return None
+        return {base + LIGHT_SUFFIX: light, HEADER_NAME: header_text}
+    return _write_copies(sources, build_directory, copy_of)
+
+
+def write_ops_sources(sources, build_directory, ops):
+    """The source list to build with per-operator headers (ops: an OpsHeader), each .cu that
+    can have one replaced by its copy, which includes a header of its own; or None."""
+    def copy_of(text, base):
+        light = light_source(text)
+        operators = None if light is None else ops.names_to_include(text)
+        if operators is None:
+            return None
+        header = base + ops_cuda_header.HEADER_SUFFIX
+        copy = light.replace('"%s"  // kbrl: light torch header' % HEADER_NAME,
+                             '"%s"  // kbrl: per-operator torch header' % header)
+        return {base + ops_cuda_header.OPS_SUFFIX: copy, header: ops.header_text(operators)}
+    return _write_copies(sources, build_directory, copy_of)
+
+
+def _ops_tier(cpp_extension, header_text, log):
+    """The per-operator tier for this process's torch, or None (said through log)."""
+    if os.environ.get("KBRL_EVAL_OPS_CUDA_HEADER", "1") == "0":
         return None
-    _write_if_changed(os.path.join(build_directory, HEADER_NAME),
-                      read_header() if header_text is None else header_text)
-    return out
+    try:
+        import torch
+        ops, why = ops_cuda_header.OpsHeader.for_torch(header_text, torch.__version__,
+                                                       cpp_extension.include_paths())
+    except Exception as e:  # noqa: BLE001 - a missing speed-up is not an error
+        ops, why = None, "%s: %s" % (type(e).__name__, e)
+    if ops is None and log is not None:
+        log("no per-operator torch header for CUDA builds: " + why)
+    return ops
 
 
-def install_light_cuda_header(cpp_extension, log=None):
-    """Wraps torch's build step: a build with light copies first, and when it fails, the
-    build of the sources as written. `log(message)` hears of each fallback. The header is read
-    now, before any candidate code runs in this process."""
+def install_light_cuda_header(cpp_extension, log=None, ops="this torch's"):
+    """Wraps torch's build step: a build with per-operator copies first (where this torch has
+    a split-name list), then with light copies, and when those fail, the build of the sources
+    as written. `log(message)` hears of each fallback. The header and the list are read now,
+    before any candidate code runs in this process. `ops` (tests): an OpsHeader, or None for
+    no per-operator tier."""
     original = getattr(cpp_extension, "_write_ninja_file_and_build_library", None)
     if original is None or getattr(original, "_kbrl_light_header", False):
         return
@@ -97,28 +147,36 @@ def install_light_cuda_header(cpp_extension, log=None):
     import inspect
     signature = inspect.signature(original)
     header_text = read_header()
+    if ops == "this torch's":
+        ops = _ops_tier(cpp_extension, header_text, log)
+    tiers = [("light", lambda sources, folder: write_light_sources(sources, folder,
+                                                                   header_text))]
+    if ops is not None:
+        tiers.insert(0, ("per-operator", lambda sources, folder: write_ops_sources(
+            sources, folder, ops)))
 
     # wraps: the wrappers installed around this one (install_library_reuse) bind torch's
     # arguments by name through inspect.signature, which follows __wrapped__
     @functools.wraps(original)
     def build_library(*args, **kwargs):
-        try:
-            bound = signature.bind(*args, **kwargs)
-            light = write_light_sources(bound.arguments["sources"],
-                                        bound.arguments["build_directory"], header_text)
-        except BaseException:  # noqa: BLE001 - a missing speed-up is not an error
-            light = None
-        if light is None:
-            return original(*args, **kwargs)
-        bound.arguments["sources"] = light
-        try:
-            return original(*bound.args, **bound.kwargs)
-        except RuntimeError as e:  # torch's "Error building extension"
-            if log is not None:
-                first = next((l for l in str(e).splitlines() if "error" in l), str(e)[:200])
-                log("the light torch header did not compile (%s); building with the full one"
-                    % first.strip()[:300])
-            return original(*args, **kwargs)
+        for tier, write_copies in tiers:
+            try:
+                bound = signature.bind(*args, **kwargs)
+                copies = write_copies(bound.arguments["sources"],
+                                      bound.arguments["build_directory"])
+            except BaseException:  # noqa: BLE001 - a missing speed-up is not an error
+                copies = None
+            if copies is None:
+                continue
+            bound.arguments["sources"] = copies
+            try:
+                return original(*bound.args, **bound.kwargs)
+            except RuntimeError as e:  # torch's "Error building extension"
+                if log is not None:
+                    first = next((l for l in str(e).splitlines() if "error" in l), str(e)[:200])
+                    log("the %s torch header did not compile (%s); building with the next one"
+                        % (tier, first.strip()[:300]))
+        return original(*args, **kwargs)
 
     build_library._kbrl_light_header = True
     cpp_extension._write_ninja_file_and_build_library = build_library

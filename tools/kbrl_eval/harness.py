@@ -852,9 +852,12 @@ class Evaluation:
     # -- cleanup ---------------------------------------------------------------------------------
 
     def _cleanup(self):
-        self.phase = "cleanup"
+        # "reap": the candidate's process killed and waited for (with a GPU, its CUDA
+        # context's teardown), apart from the harness's own cleanup after it
+        self.phase = "reap"
         if self.proc is not None:
             self.proc.close()
+        self.phase = "cleanup"
         self.ans["reference_shared"] = self.ref_entry is not None and self.reference_runs == 0
         self.ref_model = None
         self.ref_mod = None

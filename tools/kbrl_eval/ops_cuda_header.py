@@ -18,6 +18,12 @@ split_names/; with a torch that has no list, or whose ATen/ops folder differs fr
 this tier is skipped. A source whose ops copy does not compile is built with the light header,
 then as written (light_cuda_header.py).
 
+Not screened: operators used in expressions (other than the tensor operators, which the fixed
+part declares as the full header does). A split operator overload reached that way would, with
+these headers, most likely leave the expression without an overload and so fail to compile
+(falling back); that is argued, not proven. The evidence for the tier as a whole is
+bench/eval_throughput/build_times.py: identical SASS for every source of the 64-candidate set.
+
 KBRL_EVAL_OPS_CUDA_HEADER=0 turns this tier off."""
 
 import json

@@ -115,24 +115,40 @@ class WriteLightSourcesTest(unittest.TestCase):
         self.assertIsNone(light.write_light_sources([self.cpp, self.cu], self.dir))
 
 
-def fake_cpp_extension(fail_light):
+def fake_cpp_extension(failing_suffixes=()):
     """A stand-in for torch.utils.cpp_extension's build step with torch's signature: records
-    the sources of each build and fails a build of light copies when fail_light is set."""
+    the sources of each build (their file names) and fails a build of a copy whose name ends
+    with one of failing_suffixes."""
     module = types.SimpleNamespace(builds=[])
 
     def build(name, sources, extra_cflags, extra_cuda_cflags, extra_ldflags,
               extra_include_paths, build_directory, verbose, with_cuda, is_standalone=False):
         module.builds.append(list(sources))
-        if fail_light and any(s.endswith(light.LIGHT_SUFFIX) for s in sources):
-            raise RuntimeError("Error building extension 'x': cuda.kbrl-light.cu(9): error: "
-                               "namespace \"torch\" has no member \"special_thing\"")
+        if any(s.endswith(tuple(failing_suffixes)) for s in sources):
+            raise RuntimeError("Error building extension 'x': %s(9): error: namespace "
+                               "\"torch\" has no member \"special_thing\""
+                               % os.path.basename(sources[0]))
         return "built"
 
     module._write_ninja_file_and_build_library = build
     return module
 
 
-class FallbackTest(unittest.TestCase):
+def nvcc_compiles(source, folder):
+    """(whether nvcc compiles source against this machine's torch headers, its output)."""
+    cmd = ["/usr/local/cuda/bin/nvcc", "-std=c++17", "--expt-relaxed-constexpr",
+           "-gencode=arch=compute_90,code=sm_90", "-Xcompiler", "-fPIC",
+           "-c", source, "-o", os.path.join(folder, "cuda.o")]
+    for inc in torch_include_dirs():
+        cmd[1:1] = ["-isystem", inc]
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
+    ok = proc.returncode == 0 and os.path.getsize(os.path.join(folder, "cuda.o")) > 0
+    return ok, proc.stdout.decode(errors="replace")[-3000:]
+
+
+class SourceFolderTest(unittest.TestCase):
+    """A fresh folder holding cuda.cu (RELU) for each test."""
+
     def setUp(self):
         self.dir = tempfile.mkdtemp()
         self.cu = os.path.join(self.dir, "cuda.cu")
@@ -142,18 +158,21 @@ class FallbackTest(unittest.TestCase):
     def tearDown(self):
         shutil.rmtree(self.dir)
 
+
+class FallbackTest(SourceFolderTest):
+
     def build(self, module):
         return module._write_ninja_file_and_build_library(
             "x", [self.cu], [], [], [], [], self.dir, False, True)
 
     def test_a_light_build_that_compiles_is_the_only_build(self):
-        module = fake_cpp_extension(fail_light=False)
+        module = fake_cpp_extension()
         light.install_light_cuda_header(module, ops=None)
         self.assertEqual(self.build(module), "built")
         self.assertEqual(module.builds, [[os.path.join(self.dir, "cuda" + light.LIGHT_SUFFIX)]])
 
     def test_a_light_build_that_fails_is_built_again_as_written_and_said(self):
-        module = fake_cpp_extension(fail_light=True)
+        module = fake_cpp_extension((light.LIGHT_SUFFIX,))
         said = []
         light.install_light_cuda_header(module, log=said.append, ops=None)
         self.assertEqual(self.build(module), "built")
@@ -164,7 +183,7 @@ class FallbackTest(unittest.TestCase):
 
     def test_the_wrapper_keeps_torchs_signature_for_the_wrappers_around_it(self):
         import inspect
-        module = fake_cpp_extension(fail_light=False)
+        module = fake_cpp_extension()
         original = inspect.signature(module._write_ninja_file_and_build_library)
         light.install_light_cuda_header(module, ops=None)
         wrapped = inspect.signature(module._write_ninja_file_and_build_library)
@@ -173,7 +192,7 @@ class FallbackTest(unittest.TestCase):
             "x", [self.cu], [], [], [], [], self.dir, False, True).arguments)
 
     def test_installing_twice_wraps_once(self):
-        module = fake_cpp_extension(fail_light=True)
+        module = fake_cpp_extension((light.LIGHT_SUFFIX,))
         light.install_light_cuda_header(module, ops=None)
         light.install_light_cuda_header(module, ops=None)
         self.build(module)
@@ -198,15 +217,8 @@ class CompileTest(unittest.TestCase):
             with open(src, "w") as f:
                 f.write(RELU)
             out = light.write_light_sources([src], d)
-            cmd = ["/usr/local/cuda/bin/nvcc", "-std=c++17", "--expt-relaxed-constexpr",
-                   "-gencode=arch=compute_90,code=sm_90", "-Xcompiler", "-fPIC",
-                   "-c", out[0], "-o", os.path.join(d, "cuda.o")]
-            for inc in torch_include_dirs():
-                cmd[1:1] = ["-isystem", inc]
-            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                  timeout=600)
-            self.assertEqual(proc.returncode, 0, proc.stdout.decode(errors="replace")[-3000:])
-            self.assertGreater(os.path.getsize(os.path.join(d, "cuda.o")), 0)
+            ok, output = nvcc_compiles(out[0], d)
+            self.assertTrue(ok, output)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,6 @@ torch's headers are installed, that a typical candidate's ops copy compiles.
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import types
@@ -18,7 +17,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools"))
 
 from kbrl_eval import light_cuda_header as light  # noqa: E402
 from kbrl_eval import ops_cuda_header as ops_tier  # noqa: E402
-from test_light_cuda_header import RELU, torch_include_dirs  # noqa: E402
+from test_light_cuda_header import (RELU, SourceFolderTest, fake_cpp_extension,  # noqa: E402
+                                    nvcc_compiles, torch_include_dirs)
 
 
 def ops_header(split=("infer_size", "globalContext"), operators=("empty_like", "zeros", "add")):
@@ -108,33 +108,7 @@ class TorchListTest(unittest.TestCase):
             self.assertIsNone(ops)
 
 
-def fake_cpp_extension(failing_suffixes):
-    """torch's build step with its signature: records each build's sources and fails a build
-    of a copy whose name ends with one of failing_suffixes."""
-    module = types.SimpleNamespace(builds=[])
-
-    def build(name, sources, extra_cflags, extra_cuda_cflags, extra_ldflags,
-              extra_include_paths, build_directory, verbose, with_cuda, is_standalone=False):
-        module.builds.append([os.path.basename(s) for s in sources])
-        if any(s.endswith(tuple(failing_suffixes)) for s in sources):
-            raise RuntimeError("Error building extension 'x': %s(9): error: identifier "
-                               "\"something\" is undefined" % os.path.basename(sources[0]))
-        return "built"
-
-    module._write_ninja_file_and_build_library = build
-    return module
-
-
-class TierOrderTest(unittest.TestCase):
-    def setUp(self):
-        self.dir = tempfile.mkdtemp()
-        self.cu = os.path.join(self.dir, "cuda.cu")
-        with open(self.cu, "w") as f:
-            f.write(RELU)
-
-    def tearDown(self):
-        shutil.rmtree(self.dir)
-
+class TierOrderTest(SourceFolderTest):
     def build(self, failing, ops=None):
         module = fake_cpp_extension(failing)
         said = []
@@ -143,7 +117,7 @@ class TierOrderTest(unittest.TestCase):
         result = module._write_ninja_file_and_build_library(
             "x", [self.cu], [], [], [], [], self.dir, False, True)
         self.assertEqual(result, "built")
-        return module.builds, said
+        return [[os.path.basename(s) for s in b] for b in module.builds], said
 
     def test_an_ops_copy_that_compiles_is_the_only_build(self):
         builds, said = self.build(failing=())
@@ -178,7 +152,7 @@ class TierOrderTest(unittest.TestCase):
         light.install_light_cuda_header(module, ops=None)
         module._write_ninja_file_and_build_library(
             "x", [self.cu], [], [], [], [], self.dir, False, True)
-        self.assertEqual(module.builds, [["cuda" + light.LIGHT_SUFFIX]])
+        self.assertEqual(module.builds, [[os.path.join(self.dir, "cuda" + light.LIGHT_SUFFIX)]])
 
     def test_the_switch_turns_the_tier_off(self):
         os.environ["KBRL_EVAL_OPS_CUDA_HEADER"] = "0"
@@ -204,14 +178,8 @@ class CompileTest(unittest.TestCase):
                 f.write(RELU + "torch::Tensor twice(torch::Tensor x) { return x + x; }\n")
             out = light.write_ops_sources([src], d, ops)
             self.assertTrue(out[0].endswith(ops_tier.OPS_SUFFIX))
-            cmd = ["/usr/local/cuda/bin/nvcc", "-std=c++17", "--expt-relaxed-constexpr",
-                   "-gencode=arch=compute_90,code=sm_90", "-Xcompiler", "-fPIC",
-                   "-c", out[0], "-o", os.path.join(d, "cuda.o")]
-            for inc in torch_include_dirs():
-                cmd[1:1] = ["-isystem", inc]
-            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                  timeout=600)
-            self.assertEqual(proc.returncode, 0, proc.stdout.decode(errors="replace")[-3000:])
+            ok, output = nvcc_compiles(out[0], d)
+            self.assertTrue(ok, output)
 
 
 if __name__ == "__main__":

@@ -369,11 +369,13 @@ const std::vector<setting>& all_settings() {
      "past it the process is killed and the verdict is a runtime error flagged memory_limit. "
      "Host memory only: the GPU's is bounded by the device.",
      {}, 0.25},
-    {"eval.shared_reference_mb", setting_kind::real, "1024.0",
-     "Inputs and expected outputs a worker keeps of the references it ran, in MiB (on the "
-     "device when eval.inputs_on = device): the candidates of one problem, seed and device "
+    {"eval.shared_reference_mb", setting_kind::real, "4096.0",
+     "Models, inputs and expected outputs a worker keeps of the references it ran, in MiB (on "
+     "the device when eval.inputs_on = device): the candidates of one problem, seed and device "
      "are judged against the reference's work done once, not once each. The candidate's "
-     "process still gets its own copy of the inputs and never sees the outputs. 0: off.",
+     "process still gets its own copy of the inputs and never sees the outputs. A level-2 "
+     "GEMM problem's entry is about 0.8 GB (its weights and eight trials), so this keeps "
+     "about five while their candidates arrive interleaved. 0: off.",
      {}, 0},
     {"eval.profile_coverage", setting_kind::boolean, "true",
      "Measure that share (the time coverage) with one extra profiled call per timed candidate; "

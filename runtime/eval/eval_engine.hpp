@@ -79,7 +79,7 @@ struct engine_options {
   std::map<std::string, severity> rule_overrides;
   /// Tensors (inputs and expected outputs) the worker keeps of the references it ran, MiB:
   /// the candidates of one problem, seed and device share the reference's work (0: off).
-  double shared_reference_mb = 1024;
+  double shared_reference_mb = 4096;
   /// JSONL file of reference timings shared across engines and runs (one line per problem,
   /// device, precision and timing settings); empty keeps them in memory only.
   std::string reference_cache_file;

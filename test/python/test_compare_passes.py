@@ -5,7 +5,8 @@ whose values are all finite and tests only the chunks that did not clear the sca
 again; this checks that nothing changes by it, over many chunks (COMPARE_CHUNK made small),
 values at the tolerance's edge, NaN and infinities where the reference has them and where it
 does not, differences that overflow, constant outputs, and each floating dtype. Complex outputs
-are compared as their real and imaginary parts (a wrong imaginary part fails).
+are compared as their real and imaginary parts (a wrong imaginary part fails). KernelBench's
+verdict, taken in the same pass, must equal one torch.allclose over the whole output.
 
     python3 -m unittest discover -s test/python      (CTest: eval_worker_units)
 
@@ -94,8 +95,12 @@ class SamePassesAsTheOracle(unittest.TestCase):
 
     def check(self, expected, got, precision="fp32", what=""):
         tol = compare.strict_tolerances(precision)
-        c = compare.OutputComparison(expected, got, 1e-4, 1e-4, tol)
+        kb_tol = compare.DEFAULT_TOLERANCE[precision]
+        c = compare.OutputComparison(expected, got, kb_tol, kb_tol, tol)
         ok, mismatch, degenerate, d_max, d_mean, norm_rel, _ = oracle(expected, got, tol)
+        # KernelBench's verdict: one torch.allclose over the whole output
+        self.assertEqual(c.kernelbench_ok,
+                         torch.allclose(expected, got, atol=kb_tol, rtol=kb_tol), what)
         self.assertEqual(c.strict_ok, ok, what)
         self.assertEqual("nonfinite_output" in c.flags, mismatch, what)
         self.assertEqual("degenerate_output" in c.flags, degenerate and not mismatch, what)
@@ -137,6 +142,38 @@ class SamePassesAsTheOracle(unittest.TestCase):
                     verdicts.add(self.check(ref, got, "fp32", "sign %g, value %d off by %g of "
                                             "the final floor" % (sign, at, fraction)))
         self.assertEqual(verdicts, {True, False})  # the cases straddle the edge
+
+    def test_kernelbench_verdict_at_its_own_edge(self):
+        # KernelBench's tolerance is absolute: a value off by about atol passes or fails it in
+        # whichever chunk it lies, with or without NaN elsewhere (NaN chunks take allclose)
+        verdicts = set()
+        for dtype in (torch.float32, torch.float64):
+            for nan_at in (None, 2500):
+                ref = self.rand(4500, dtype)
+                if nan_at is not None:
+                    ref[nan_at] = float("nan")
+                for at in (10, 3999):
+                    for fraction in (0.5, 0.999, 1.0, 1.001, 2.0):
+                        # the candidate's value is 0, so the relative term adds nothing and a
+                        # difference of exactly atol meets its bound with equality
+                        expected, got = ref.clone(), ref.clone()
+                        expected[at], got[at] = 1e-4 * fraction, 0.0
+                        c = compare.OutputComparison(expected, got, 1e-4, 1e-4,
+                                                     compare.strict_tolerances("fp32"))
+                        verdicts.add(c.kernelbench_ok)
+                        self.check(expected, got, "fp32", "%s, NaN at %s, value %d off by %g "
+                                   "of atol" % (dtype, nan_at, at, fraction))
+        self.assertEqual(verdicts, {True, False})
+
+    def test_kernelbench_verdict_with_equal_infinities(self):
+        # allclose counts equal infinities as close; |inf - inf| is NaN, so such a chunk must
+        # not take the fast path
+        ref = self.rand(2500)
+        ref[1200], ref[1300] = float("inf"), float("-inf")
+        self.check(ref, ref.clone(), "fp32", "equal infinities, no NaN")
+        c = compare.OutputComparison(ref, ref.clone(), 1e-4, 1e-4,
+                                     compare.strict_tolerances("fp32"))
+        self.assertTrue(c.kernelbench_ok)
 
     def test_nan_and_infinities(self):
         ref = self.rand(3200)

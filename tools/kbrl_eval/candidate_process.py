@@ -103,9 +103,39 @@ class Zygote:
 
     def reap(self, pid):
         """(wait status or None, processes left behind)."""
+        return self.reap_finish(self.reap_start(pid))
+
+    def reap_start(self, pid):
+        """Asks for the reap without waiting: the zygote kills the process and what it left
+        and waits for them to end (with a GPU, the CUDA context's teardown) while the caller
+        does other work. reap_finish(the returned token) takes the answer; no other request
+        may come between the two."""
         if self.proc is None or self.proc.poll() is not None:
+            return None
+        msg = {"op": "reap", "pid": pid, "id": self._next}
+        self._next += 1
+        try:
+            self.control.send(msg)
+        except (ChannelClosed, ProtocolViolation, OSError) as e:
+            self.close()
+            raise RuntimeError("the candidate-process zygote failed: %s" % e)
+        return msg["id"]
+
+    def reap_finish(self, token):
+        """(wait status or None, processes left behind) of the reap reap_start began."""
+        if token is None:
             return None, 0
-        ans = self._request({"op": "reap", "pid": pid})
+        try:
+            ans, fds = self.control.receive(time.monotonic() + 60)
+        except (ChannelClosed, ChannelTimeout, ProtocolViolation) as e:
+            self.close()
+            raise RuntimeError("the candidate-process zygote failed: %s" % e)
+        if ans.get("id") != token:
+            for fd in fds:
+                os.close(fd)
+            self.close()
+            raise RuntimeError("the candidate-process zygote answered %r to reap request %d"
+                               % (ans.get("id"), token))
         return ans.get("status"), int(ans.get("leftover", 0))
 
     def close(self):
@@ -245,18 +275,36 @@ class CandidateProcess:
         return ans
 
     def close(self):
+        self.finish_close(self.begin_close())
+
+    def begin_close(self):
+        """Starts ending the process (the zygote kills it and what it left); finish_close(the
+        returned token) waits for that and records the leftovers. Between the two the caller
+        may do its own work, but must not use the zygote or free memory the process mapped."""
         if self.closed:
-            return
+            return None
         self.closed = True
         if self.memory is not None:
             self.memory.stop()
         try:
             self.ch.close()
-            self.status, self.leftover = self.zygote.reap(self.pid)
+            return ("reaping", self.zygote.reap_start(self.pid))
         except RuntimeError:
-            try:
-                os.kill(self.pid, signal.SIGKILL)
-            except OSError:
-                pass
+            self._kill_directly()
+            return None
+
+    def finish_close(self, token):
+        if token is None:
+            return
+        try:
+            self.status, self.leftover = self.zygote.reap_finish(token[1])
+        except RuntimeError:
+            self._kill_directly()
         if self.leftover:
             self.flags.add("leftover_processes")
+
+    def _kill_directly(self):
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except OSError:
+            pass

@@ -28,9 +28,11 @@ are made (level-1 outputs are several GB). A chunk whose values are all finite (
 case) takes one pass that also runs the elementwise test against the scale seen so far:
 rounding is monotone and the final scale is at least that, so a chunk that passes then passes
 with the final scale too, and only the chunks that did not (or held NaN or infinities) are
-tested again at the end, as torch.allclose tests them. Every statistic is computed by the same
-operations as a plain two-pass comparison, so the verdicts and figures are the same; the passes
-and the device synchronisations are fewer (bench/eval_throughput/compare_cost.py)."""
+tested again at the end, as torch.allclose tests them. KernelBench's verdict is taken in the
+same pass: for float32 and float64 outputs from the same differences, by allclose's own steps
+(an all-finite chunk), else by torch.allclose on the chunk. Every statistic is computed by the
+same operations as a plain two-pass comparison, so the verdicts and figures are the same; the
+passes and the device synchronisations are fewer (bench/eval_throughput/compare_cost.py)."""
 
 import math
 
@@ -67,13 +69,20 @@ def _components(t):
     return torch.view_as_real(t) if t.is_complex() else t
 
 
-def _finite_chunk_close(d, g, floor, rtol):
-    """torch.isclose(e, g, atol=floor, rtol=rtol).all() for a chunk whose values are all
-    finite, given d = |e - g|: allclose computes exactly these steps (|rtol * g| + atol, each
-    rounded to the chunk's dtype, then |e - g| <= that); equality and NaN cases add nothing
-    when every value is finite."""
-    allowed = g.mul(rtol).abs_().add_(floor)
-    return bool(d.le(allowed).all())
+# Why the elementwise tests below need no torch.allclose for a chunk whose values are all
+# finite: torch.isclose(e, g, atol, rtol) computes exactly these steps (|e - g|; |rtol * g| +
+# atol, each rounded to the chunk's dtype; then <=), and its equality and NaN cases add nothing
+# when every value is finite (equal values differ by 0 <= atol).
+
+
+def _kernelbench_close_fast(d, scaled, e_native, atol):
+    """KernelBench's allclose of a chunk as a 0-d tensor in a tuple (read after the chunk's
+    synchronisation, valid when its values are all finite), from d = |e - g| and scaled =
+    |rtol * g|; an empty tuple when the chunk's own dtype is not the one these were computed
+    in (bf16, fp16, complex): allclose then runs on the chunk as it is."""
+    if e_native.dtype not in (torch.float32, torch.float64):
+        return ()
+    return (d.le(scaled.add(atol)).all(),)
 
 
 class OutputComparison:
@@ -101,9 +110,7 @@ class OutputComparison:
                 self._abs_diffs(expected, got)
                 self.note = "values differ: max abs diff %.6g" % self.max_abs_diff
             return
-        self.kernelbench_ok = all(torch.allclose(e, g, atol=atol, rtol=rtol)
-                                  for e, g in _pairs(expected, got))
-        self._strict(expected, got, strict)
+        self._strict(expected, got, strict, atol, rtol)
 
     def _abs_diffs(self, expected, got):
         top, total = 0.0, 0.0
@@ -114,30 +121,39 @@ class OutputComparison:
         self.max_abs_diff = top
         self.mean_abs_diff = total / expected.numel()
 
-    def _strict(self, expected, got, tol):
-        # pass 1: the reference's scale, spread and norm; the candidate's spread; the diffs;
-        # the elementwise test of all-finite chunks against the scale seen so far
+    def _strict(self, expected, got, tol, kb_atol, kb_rtol):
+        # pass 1: KernelBench's verdict; the reference's scale, spread and norm; the
+        # candidate's spread; the diffs; the elementwise test of all-finite chunks against the
+        # scale seen so far
         scale, ref_lo, ref_hi = 0.0, math.inf, -math.inf
         got_lo, got_hi = math.inf, -math.inf
         ref_sq, diff_sq, diff_sum, diff_max = 0.0, 0.0, 0.0, 0.0
         nonfinite_mismatch = False
+        kernelbench_ok = True
         test_again = []  # chunks whose elementwise test is left to pass 2
-        for index, (e, g) in enumerate(_pairs(expected, got)):
-            e, g = _components(_wide(e)), _components(_wide(g))
+        for index, (e_native, g_native) in enumerate(_pairs(expected, got)):
+            e, g = _components(_wide(e_native)), _components(_wide(g_native))
             d = (e - g).abs_()
             e_lo, e_hi = torch.aminmax(e)
             g_lo, g_hi = torch.aminmax(g)
+            # |rtol * g|: allclose's first step, shared by both verdicts when their rtol agree
+            scaled = g.mul(kb_rtol).abs_()
+            kb_close = _kernelbench_close_fast(d, scaled, e_native, kb_atol)
             # one synchronisation for the chunk's figures (float32 ones widen exactly)
             figures = torch.stack([x.to(torch.float64) for x in (
                 d.max(), d.sum(dtype=torch.float64), (d.to(torch.float64) ** 2).sum(),
-                (e.to(torch.float64) ** 2).sum(), e_lo, e_hi, g_lo, g_hi)]).tolist()
+                (e.to(torch.float64) ** 2).sum(), e_lo, e_hi, g_lo, g_hi) + kb_close]).tolist()
+            if kernelbench_ok:
+                kernelbench_ok = (bool(figures[8]) if kb_close and math.isfinite(figures[1])
+                                  else torch.allclose(e_native, g_native, atol=kb_atol,
+                                                      rtol=kb_rtol))
             if not math.isfinite(figures[1]):
                 # NaN or infinity in the chunk (or a difference too large for its dtype)
                 stats, mismatch = self._chunk_with_nonfinite(e, g)
                 nonfinite_mismatch |= mismatch
                 test_again.append(index)
             else:
-                d_max, d_sum, d_sq, e_sq, e_lo, e_hi, g_lo, g_hi = figures
+                d_max, d_sum, d_sq, e_sq, e_lo, e_hi, g_lo, g_hi = figures[:8]
                 stats = (max(-e_lo, e_hi), e_lo, e_hi, g_lo, g_hi, d_max, d_sum, d_sq, e_sq)
             c_scale, c_ref_lo, c_ref_hi, c_got_lo, c_got_hi, c_max, c_sum, c_sq, c_ref_sq = stats
             scale = max(scale, c_scale)
@@ -147,9 +163,12 @@ class OutputComparison:
             diff_sum += c_sum
             diff_sq += c_sq
             ref_sq += c_ref_sq
-            if (index not in test_again and not nonfinite_mismatch
-                    and not _finite_chunk_close(d, g, tol["floor"] * scale, tol["rtol"])):
-                test_again.append(index)
+            if index not in test_again and not nonfinite_mismatch:
+                allowed = (scaled.add_(tol["floor"] * scale) if tol["rtol"] == kb_rtol
+                           else g.mul(tol["rtol"]).abs_().add_(tol["floor"] * scale))
+                if not bool(d.le(allowed).all()):
+                    test_again.append(index)
+        self.kernelbench_ok = kernelbench_ok
         n = expected.numel()
         self.max_abs_diff = diff_max
         self.mean_abs_diff = diff_sum / n

@@ -852,22 +852,31 @@ class Evaluation:
     # -- cleanup ---------------------------------------------------------------------------------
 
     def _cleanup(self):
-        # "reap": the candidate's process killed and waited for (with a GPU, its CUDA
-        # context's teardown), apart from the harness's own cleanup after it
-        self.phase = "reap"
-        if self.proc is not None:
-            self.proc.close()
+        # The zygote ends the candidate's process (kills it and what it left, then waits for
+        # them: with a GPU, the CUDA context's teardown) while the harness clears its own
+        # state; "reap" is the part of that wait left after the harness's cleanup. The arena
+        # is freed only once the process is gone: CUDA IPC memory must not be freed while
+        # another process still maps it.
         self.phase = "cleanup"
-        self.ans["reference_shared"] = self.ref_entry is not None and self.reference_runs == 0
-        self.ref_model = None
-        self.ref_mod = None
-        self.init_inputs = None
-        self.ref_entry = None
-        self.out_bufs = None
-        self.slots = {}
+        closing = self.proc.begin_close() if self.proc is not None else None
+        try:
+            self.ans["reference_shared"] = (self.ref_entry is not None
+                                            and self.reference_runs == 0)
+            self.ref_model = None
+            self.ref_mod = None
+            self.init_inputs = None
+            self.ref_entry = None
+            self.out_bufs = None
+            self.slots = {}
+            self.w.after_evaluation(self.dir, self.files,
+                                    keep=self.w.references.module_names())
+        finally:
+            self.phase = "reap"
+            if self.proc is not None:
+                self.proc.finish_close(closing)
+            self.phase = "cleanup"
         if self.arena is not None:
             try:
                 self.arena.close()
             except Exception:  # noqa: BLE001
                 self.ans["sticky_cuda_error"] = True
-        self.w.after_evaluation(self.dir, self.files, keep=self.w.references.module_names())

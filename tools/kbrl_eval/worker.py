@@ -382,6 +382,12 @@ def main(argv=None):
     except (AttributeError, ValueError):
         pass
     worker = Worker(args)
+    # Every evaluation ends in a full collection (after_evaluation). What exists now (torch and
+    # the other imports: some 160k objects) lives as long as the worker, so the collector stops
+    # walking it: about 20 ms less per evaluation. Only startup objects are frozen; an
+    # evaluation's own garbage (an evicted reference's module) is collected as before.
+    gc.collect()
+    gc.freeze()
     try:
         os.chdir(worker.scratch)
     except OSError:

@@ -15,9 +15,10 @@ stderr in a capture file, says hello, and then either
 Header keys: problem, expect_error (none|compile|runtime|mismatch|timeout|infrastructure|
 crashed|killed), expect_correct, expect_compiled, expect_sticky, expect_flags (comma list, the
 exact set; default none), allow_flags, expect_kernelbench_correct (KernelBench's own verdict),
-expect_excerpt (a text the error excerpt must contain), requires (cpu|cuda|triton), and request overrides: precision,
-backend, trials, perf_trials, warmup, timeout_s, memory_limit_mb, deadline_s (the driver's own
-kill deadline).
+expect_excerpt (a text the error excerpt must contain), expect_init_on (where the answer says
+the models were built), requires (cpu|cuda|triton), and request overrides: precision,
+backend, trials, perf_trials, warmup, timeout_s, memory_limit_mb, init_on, deadline_s (the
+driver's own kill deadline).
 A key with the suffix _cuda or _cpu (expect_error_cuda=mismatch) applies on that device only.
 """
 
@@ -222,6 +223,8 @@ def make_request(args, reference, candidate, meta=None):
            "timeout_s": float(meta.get("timeout_s", args.timeout))}
     if "memory_limit_mb" in meta:
         req["memory_limit_mb"] = float(meta["memory_limit_mb"])
+    if "init_on" in meta:
+        req["init_on"] = meta["init_on"]
     if args.build_dir:
         req["build_dir"] = args.build_dir
     return req
@@ -277,6 +280,8 @@ def check_expectations(meta, ans):
             wantb = meta[key] == "true"
             if bool(ans.get(field)) != wantb:
                 problems.append("%s %r, expected %r" % (field, ans.get(field), wantb))
+    if "expect_init_on" in meta and ans.get("init_on") != meta["expect_init_on"]:
+        problems.append("init_on %r, expected %r" % (ans.get("init_on"), meta["expect_init_on"]))
     if "expect_excerpt" in meta and meta["expect_excerpt"] not in ans.get("error_excerpt", ""):
         problems.append("error_excerpt %r does not name %r" % (
             ans.get("error_excerpt", "")[:300], meta["expect_excerpt"]))

@@ -342,6 +342,7 @@ int main(int argc, char** argv) {
       .field("builds", builds)
       .field("builds_reused", reused)
       .field("inputs_on", engine.inputs_on)
+      .field("init_on", engine.init_on)
       .field("correctness", engine.correctness)
       .field("agree", static_cast<uint64_t>(agree))
       .field("compared", static_cast<uint64_t>(compared));

@@ -8,7 +8,8 @@
 #       here). KBRL_EVAL_SPARES and KBRL_EVAL_FULL_CUDA_HEADER reach its workers (worker
 #       README), to compare spare counts or the full torch header in the same call;
 #       KBRL_TIMING_PRECISION (e.g. 0.01, as RL runs time) is passed as --timing-precision
-#       (default 0: KernelBench's 100 timed runs).
+#       (default 0: KernelBench's 100 timed runs). KBRL_BENCH_OVERRIDES adds run-config
+#       overrides, e.g. "eval.init_on=device eval.shared_reference_mb=1024".
 #   bash bench/eval_throughput/gpu_bench.sh baseline OUT SHARDS [PREVIOUS_OUT]
 #       the KernelBench-protocol baseline, split into SHARDS contiguous slices of the manifest,
 #       slice i on GPU i and its own 16 cores, each slice one sequential process as the protocol
@@ -42,7 +43,7 @@ kbrl)
   timeout "$limit" taskset -c 0-15 build-gpu/kbrl-bench-eval \
     --manifest "$cands/manifest.json" --candidates "$cands" --kernelbench "$kb" \
     --builders "${KBRL_BUILDERS:-12}" --gpu 0 --out "$out/kbrl.json" --keep "$keep" \
-    --timing-precision "${KBRL_TIMING_PRECISION:-0}" \
+    --timing-precision "${KBRL_TIMING_PRECISION:-0}" ${KBRL_BENCH_OVERRIDES:-} \
     > "$out/kbrl.log" 2>&1
   echo "kbrl-bench-eval exit $?"
   grep -v "^\[20" "$out/kbrl.log" | tail -12

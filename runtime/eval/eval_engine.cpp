@@ -437,6 +437,7 @@ eval_result eval_engine::evaluate(const eval_request& req) {
     .field("time_compiled_reference", time_compiled)
     .field("compile_check", against_compile && req.timing.measure_performance)
     .field("inputs_on", opts_.inputs_on)
+    .field("init_on", opts_.init_on)
     .field("timing_input_sets", static_cast<int64_t>(opts_.timing_input_sets))
     .field("strict_rtol", opts_.strict_rtol)
     .field("strict_floor", opts_.strict_floor)

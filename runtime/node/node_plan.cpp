@@ -80,6 +80,7 @@ eval::engine_options evaluation_engine_options(const config::run_config& run) {
   o.recycle_rss_mb = run.get_real("eval.recycle_rss_mb");
   o.suspicious_speedup = run.get_real("eval.suspicious_speedup");
   o.inputs_on = run.get_string("eval.inputs_on");
+  o.init_on = run.get_string("eval.init_on");
   o.reference_mode = run.get_string("eval.reference_mode");
   o.timing_input_sets = static_cast<int>(run.get_int("eval.timing_input_sets"));
   o.correctness = run.get_string("eval.correctness");

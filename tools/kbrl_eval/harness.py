@@ -87,6 +87,7 @@ class Evaluation:
         self.slots = {}  # shared input buffers by use: 0 = correctness / timing set 0, ...
         self.overhead_ms = 0.0
         self._inputs_on_device = False
+        self._init_on_device = False  # Model and ModelNew constructed on the GPU (init_on)
         self.ref_entry = None     # this problem's entry in the worker's reference store
         self.reference_runs = 0   # reference calls made for this candidate (0: all shared)
 
@@ -144,6 +145,9 @@ class Evaluation:
         p["inputs_on"] = str(r.get("inputs_on", "device"))
         if p["inputs_on"] not in ("device", "host"):
             raise ValueError("inputs_on '%s': expected device or host" % p["inputs_on"])
+        p["init_on"] = str(r.get("init_on", "host"))
+        if p["init_on"] not in ("device", "host"):
+            raise ValueError("init_on '%s': expected device or host" % p["init_on"])
         p["build_dir"] = self.w.evaluation_build_dir(r)
         p["timeout_s"] = float(r.get("timeout_s", 300))
         # answer by timeout_s; the engine kills the whole worker only at timeout_s + its kill_grace
@@ -166,6 +170,8 @@ class Evaluation:
                 ans["strict_tolerances"] = self.p["strict"]
                 self._inputs_on_device = (self.p["inputs_on"] == "device" and self.w.cuda
                                           and hasattr(torch.device, "__enter__"))
+                self._init_on_device = (self.p["init_on"] == "device" and self.w.cuda
+                                        and hasattr(torch.device, "__enter__"))
                 if self.p["compile_check"] and not hasattr(torch, "compile"):
                     raise ReferenceError_(
                         "torch.compile needs torch >= 2.0, this worker has %s: the "
@@ -257,7 +263,7 @@ class Evaluation:
         store = self.w.references
         store.configure(self.p["shared_reference_bytes"])
         key = reference_key(self.req["reference"], self.p["seed"], self.p["precision"],
-                            self.p["inputs_on"])
+                            self.p["inputs_on"], "device" if self._init_on_device else "host")
         entry = store.get(key) if store.enabled() else None
         if entry is not None:
             # an earlier candidate of this problem loaded it: same program, seed and device
@@ -279,7 +285,18 @@ class Evaluation:
             self.init_inputs = init
             with torch.no_grad():
                 self._seed(self.p["seed"])
-                self.ref_model = mod.Model(*init)
+                try:
+                    with self._construction_device():
+                        self.ref_model = mod.Model(*init)
+                except BudgetExceeded:
+                    raise
+                except BaseException:  # noqa: BLE001
+                    if not self._init_on_device:
+                        raise
+                    # a Model that needs host tensors to be built: this evaluation builds both
+                    # models on the host (the store keeps that under another key)
+                    self._init_on_device = False
+                    return self._load_reference()
                 self.ref_model = self.ref_model.to(device=self.w.device, dtype=self.p["dtype"])
             self._sync()
         except (ReferenceError_, BudgetExceeded):
@@ -294,6 +311,11 @@ class Evaluation:
                                    self._inputs_on_device)
             if store.put(entry):
                 self.ref_entry = entry
+
+    def _construction_device(self):
+        """Where Model and ModelNew are built: the GPU as default device with init_on =
+        device, else as KernelBench builds them (the CPU, then moved)."""
+        return torch.device(self.w.device) if self._init_on_device else contextlib.nullcontext()
 
     def _reference_result(self, seed):
         """(pristine inputs, expected outputs, is_seq) of the trial with this seed: from the
@@ -486,7 +508,8 @@ class Evaluation:
                 "load", "the candidate's load", fds=fds, candidate=self.req["candidate"],
                 dir=os.path.join(self.dir, "candidate"), build_dir=self.p["build_dir"],
                 init=init_spec, seed=self.p["seed"],
-                dtype=str(self.p["dtype"]).replace("torch.", ""))
+                dtype=str(self.p["dtype"]).replace("torch.", ""),
+                init_on="device" if self._init_on_device else "host")
         finally:
             self.ans["compile_seconds"] = now() - t0
         self.ans["compiled"] = True
@@ -497,11 +520,32 @@ class Evaluation:
     def _evaluate(self):
         self._load_reference()
         self._start_candidate()
-        self._load_candidate()
+        try:
+            self._load_candidate()
+        except CandidateError as e:
+            if e.kind != "runtime_init" or not self._init_on_device:
+                raise
+            self._construct_on_the_host_instead()
+        self.ans["init_on"] = "device" if self._init_on_device else "host"
         if self._correctness():
             self._coverage()
             if self.p["perf_trials"] > 0 and self.ans["correct"]:
                 self._timing()
+
+    def _construct_on_the_host_instead(self):
+        """ModelNew(*init) failed with the GPU as default device (an __init__ that needs host
+        tensors, say): the evaluation starts again in a fresh candidate process with both
+        models built on the host, so that their weights are equal again. What the first
+        process did is kept in the flags."""
+        self.proc.close()
+        self.flags |= self.proc.flags
+        self.arena.close()
+        self.arena = None
+        self._init_on_device = False
+        self.ref_entry = self.ref_mod = self.ref_model = self.init_inputs = None
+        self._load_reference()
+        self._start_candidate()
+        self._load_candidate()
 
     def _correctness(self):
         self.phase = "correctness"

@@ -29,9 +29,9 @@ def _tensor_bytes(values):
     return total
 
 
-def reference_key(source, seed, precision, inputs_on):
+def reference_key(source, seed, precision, inputs_on, init_on="host"):
     digest = hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
-    return "%s|seed=%d|%s|%s" % (digest, seed, precision, inputs_on)
+    return "%s|seed=%d|%s|%s|init=%s" % (digest, seed, precision, inputs_on, init_on)
 
 
 class ReferenceEntry:

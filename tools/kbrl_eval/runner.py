@@ -13,6 +13,7 @@ Commands (harness -> runner, each answered once with the same id; see harness.py
   hello, calibrate, load, inputs, run, timing_setup, warmup, time, refill, profile, build, exit.
 Any exception of the candidate's becomes {"id", "error": "compile"|"runtime", "excerpt"}."""
 
+import contextlib
 import importlib
 import os
 import tempfile
@@ -304,8 +305,12 @@ class Runner:
         if not callable(cls):
             raise CandidateError("compile", "ModelNew is not a class")
         init = self._args(msg["init"], fds)
+        # init_on = device: the GPU as default device while ModelNew is built, as the harness
+        # built the reference (the same seed then gives both the GPU generator's weights)
+        where = (torch.device(self.device) if msg.get("init_on") == "device"
+                 and hasattr(torch.device, "__enter__") else contextlib.nullcontext())
         try:
-            with torch.no_grad():
+            with torch.no_grad(), where:
                 self._seed(int(msg["seed"]))
                 model = cls(*init)
         except BaseException as e:  # noqa: BLE001

@@ -288,7 +288,7 @@ class CandidateProcess:
             self.memory.stop()
         try:
             self.ch.close()
-            return ("reaping", self.zygote.reap_start(self.pid))
+            return self.zygote.reap_start(self.pid)
         except RuntimeError:
             self._kill_directly()
             return None
@@ -297,7 +297,7 @@ class CandidateProcess:
         if token is None:
             return
         try:
-            self.status, self.leftover = self.zygote.reap_finish(token[1])
+            self.status, self.leftover = self.zygote.reap_finish(token)
         except RuntimeError:
             self._kill_directly()
         if self.leftover:

@@ -113,9 +113,8 @@ def ops_header(light_header, text, includes):
     """The ops variant's header for a source: what kbrl's per-operator tier writes
     (tools/kbrl_eval/ops_cuda_header.py), whether or not its screen would allow the source."""
     from kbrl_eval import ops_cuda_header
-    folder = ops_cuda_header.ops_folder(includes)
-    available = [n[:-2] for n in os.listdir(folder) if n.endswith(".h")] if folder else []
-    ops = ops_cuda_header.OpsHeader(light_header, [], available)
+    ops = ops_cuda_header.OpsHeader(light_header, [],
+                                    ops_cuda_header.operator_headers(includes) or ())
     return ops.header_text(ops.names_to_include(text))
 
 

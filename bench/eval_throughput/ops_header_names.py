@@ -177,9 +177,8 @@ def main(argv):
             import torch.utils.cpp_extension as ce
             includes = ce.include_paths()
         split, full, core = split_names(includes)
-        folder = ops_cuda_header.ops_folder(includes)
         data = {"torch_release": torch_release_of(includes),
-                "operator_headers": sum(n.endswith(".h") for n in os.listdir(folder)),
+                "operator_headers": len(ops_cuda_header.operator_headers(includes) or ()),
                 "split": split}
         with open(args.out, "w") as f:
             json.dump(data, f, indent=0, sort_keys=True)

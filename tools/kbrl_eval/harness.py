@@ -263,7 +263,7 @@ class Evaluation:
         store = self.w.references
         store.configure(self.p["shared_reference_bytes"])
         key = reference_key(self.req["reference"], self.p["seed"], self.p["precision"],
-                            self.p["inputs_on"], "device" if self._init_on_device else "host")
+                            self.p["inputs_on"], self._built_on())
         entry = store.get(key) if store.enabled() else None
         if entry is not None:
             # an earlier candidate of this problem loaded it: same program, seed and device
@@ -311,6 +311,10 @@ class Evaluation:
                                    self._inputs_on_device)
             if store.put(entry):
                 self.ref_entry = entry
+
+    def _built_on(self):
+        """init_on as this evaluation carries it out: "device" or "host"."""
+        return "device" if self._init_on_device else "host"
 
     def _construction_device(self):
         """Where Model and ModelNew are built: the GPU as default device with init_on =
@@ -509,7 +513,7 @@ class Evaluation:
                 dir=os.path.join(self.dir, "candidate"), build_dir=self.p["build_dir"],
                 init=init_spec, seed=self.p["seed"],
                 dtype=str(self.p["dtype"]).replace("torch.", ""),
-                init_on="device" if self._init_on_device else "host")
+                init_on=self._built_on())
         finally:
             self.ans["compile_seconds"] = now() - t0
         self.ans["compiled"] = True
@@ -526,7 +530,7 @@ class Evaluation:
             if e.kind != "runtime_init" or not self._init_on_device:
                 raise
             self._construct_on_the_host_instead()
-        self.ans["init_on"] = "device" if self._init_on_device else "host"
+        self.ans["init_on"] = self._built_on()
         if self._correctness():
             self._coverage()
             if self.p["perf_trials"] > 0 and self.ans["correct"]:

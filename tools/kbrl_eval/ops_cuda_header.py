@@ -84,11 +84,13 @@ def list_path(release):
     return os.path.join(SPLIT_NAMES_DIR, "torch-%s.json" % release)
 
 
-def ops_folder(include_dirs):
+def operator_headers(include_dirs):
+    """The names NAME of torch's ATen/ops/NAME.h in the first include folder that has them, or
+    None when none has that folder."""
     for d in include_dirs:
         path = os.path.join(d, "ATen", "ops")
         if os.path.isdir(path):
-            return path
+            return {n[:-2] for n in os.listdir(path) if n.endswith(".h")}
     return None
 
 
@@ -112,10 +114,9 @@ class OpsHeader:
                 data = json.load(f)
         except OSError:
             return None, "kbrl has no split-name list for torch %s" % release
-        folder = ops_folder(include_dirs)
-        if folder is None:
+        headers = operator_headers(include_dirs)
+        if headers is None:
             return None, "torch's headers have no ATen/ops folder"
-        headers = {n[:-2] for n in os.listdir(folder) if n.endswith(".h")}
         if len(headers) != data.get("operator_headers"):
             return None, ("torch %s's ATen/ops has %d headers, the split-name list was made "
                           "from %s" % (release, len(headers), data.get("operator_headers")))

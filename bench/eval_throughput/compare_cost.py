@@ -15,6 +15,7 @@ checks that it gives the same verdicts and figures on these outputs."""
 
 import argparse
 import importlib.util
+import math
 import os
 import sys
 import time
@@ -23,6 +24,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
 
+from kbrl_eval import fused_compare  # noqa: E402
 from kbrl_eval.compare import OutputComparison, strict_tolerances  # noqa: E402
 
 
@@ -38,6 +40,24 @@ def other_version(path):
 def figures(c):
     return (c.strict_ok, c.kernelbench_ok, sorted(c.flags), c.max_abs_diff, c.mean_abs_diff,
             c.max_rel_diff, c.norm_rel_diff)
+
+
+def same_figures(a, b):
+    """Verdicts, flags and maxima equal; the float64 sums (mean, norm) to 1e-12: the fused
+    GPU path adds them in another order."""
+    return a[:4] == b[:4] and a[5] == b[5] and all(
+        math.isclose(x, y, rel_tol=1e-12) for x, y in ((a[4], b[4]), (a[6], b[6])))
+
+
+def chunked(fn):
+    """fn() with the fused GPU comparison off: compare.py's chunked torch path."""
+    def run():
+        os.environ["KBRL_EVAL_FUSED_COMPARE"] = "0"
+        try:
+            return fn()
+        finally:
+            del os.environ["KBRL_EVAL_FUSED_COMPARE"]
+    return run
 
 
 def timed(fn, device, repeats):
@@ -74,12 +94,15 @@ def main(argv):
     peer = timed(lambda: torch.allclose(expected, got, atol=atol, rtol=rtol), device,
                  args.repeats)
     ours = timed(lambda: OutputComparison(expected, got, atol, rtol, tol), device, args.repeats)
+    fused = fused_compare.applies(expected, got)
+    in_chunks = timed(chunked(lambda: OutputComparison(expected, got, atol, rtol, tol)), device,
+                      args.repeats) if fused else None
+    mine = figures(OutputComparison(expected, got, atol, rtol, tol))
     other = None
     if args.against:
         module = other_version(args.against)
         other = timed(lambda: module.OutputComparison(expected, got, atol, rtol, tol), device,
                       args.repeats)
-        mine = figures(OutputComparison(expected, got, atol, rtol, tol))
         theirs = figures(module.OutputComparison(expected, got, atol, rtol, tol))
     one_pass = 2 * n * expected.element_size()
     if device.type == "cuda":
@@ -87,12 +110,17 @@ def main(argv):
     print("outputs %s %s: %.2f GB each" % ("x".join(map(str, shape)), args.dtype,
                                           n * expected.element_size() / 1e9))
     print("KernelBench (torch.allclose, the peer)  %8.1f ms" % (1e3 * peer))
-    print("kbrl (OutputComparison: both verdicts)  %8.1f ms  (%.1fx the peer)" % (
-        1e3 * ours, ours / peer))
+    print("kbrl (OutputComparison: both verdicts)  %8.1f ms  (%.1fx the peer)%s" % (
+        1e3 * ours, ours / peer, ", fused GPU passes" if fused else ""))
+    if in_chunks is not None:
+        same = same_figures(mine, figures(chunked(
+            lambda: OutputComparison(expected, got, atol, rtol, tol))()))
+        print("kbrl, chunked torch path                %8.1f ms  (%.1fx the peer); same verdicts "
+              "and figures: %s" % (1e3 * in_chunks, in_chunks / peer, "yes" if same else "NO"))
     if other is not None:
         print("%s (--against)  %8.1f ms  (%.1fx the peer); same verdicts and figures: %s" % (
             os.path.basename(args.against), 1e3 * other, other / peer,
-            "yes" if mine == theirs else "NO: %r against %r" % (mine, theirs)))
+            "yes" if same_figures(mine, theirs) else "NO: %r against %r" % (mine, theirs)))
     print("one pass over both outputs reads %.1f GB: as if at %.0f GB/s (kbrl), %.0f GB/s "
           "(the peer)" % (one_pass / 1e9, one_pass / ours / 1e9, one_pass / peer / 1e9))
     return 0

@@ -38,6 +38,7 @@ import math
 
 import torch
 
+from . import fused_compare
 from .common import COMPARE_CHUNK
 
 DEFAULT_TOLERANCE = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 1e-2}
@@ -122,6 +123,16 @@ class OutputComparison:
         self.mean_abs_diff = total / expected.numel()
 
     def _strict(self, expected, got, tol, kb_atol, kb_rtol):
+        fast = fused_compare.figures(expected, got, kb_atol, kb_rtol, tol["rtol"], tol["floor"])
+        if fast is not None and fast.usable:
+            self.kernelbench_ok = fast.kernelbench_failures == 0
+            self._verdict(expected.numel(), tol, fast.scale, fast.ref_lo, fast.ref_hi,
+                          fast.got_lo, fast.got_hi, fast.diff_max, fast.diff_sum, fast.diff_sq,
+                          fast.ref_sq, fast.strict_failures == 0)
+            return
+        self._strict_in_chunks(expected, got, tol, kb_atol, kb_rtol)
+
+    def _strict_in_chunks(self, expected, got, tol, kb_atol, kb_rtol):
         # pass 1: KernelBench's verdict; the reference's scale, spread and norm; the
         # candidate's spread; the diffs; the elementwise test of all-finite chunks against the
         # scale seen so far
@@ -169,14 +180,8 @@ class OutputComparison:
                 if not bool(d.le(allowed).all()):
                     test_again.append(index)
         self.kernelbench_ok = kernelbench_ok
-        n = expected.numel()
-        self.max_abs_diff = diff_max
-        self.mean_abs_diff = diff_sum / n
-        self.max_rel_diff = diff_max / scale if scale > 0 else (0.0 if diff_max == 0 else math.inf)
-        ref_norm = math.sqrt(ref_sq)
-        self.norm_rel_diff = (math.sqrt(diff_sq) / ref_norm if ref_norm > 0
-                              else (0.0 if diff_sq == 0 else math.inf))
         if nonfinite_mismatch:
+            self._figures(expected.numel(), scale, diff_max, diff_sum, diff_sq, ref_sq)
             self.flags.add("nonfinite_output")
             self.strict_ok = False
             self.note = "NaN/Inf where the reference has finite values (or the other way round)"
@@ -189,8 +194,23 @@ class OutputComparison:
             torch.allclose(_components(_wide(e)), _components(_wide(g)), atol=floor,
                            rtol=tol["rtol"], equal_nan=True)
             for index, (e, g) in enumerate(_pairs(expected, got)) if index in again)
+        self._verdict(expected.numel(), tol, scale, ref_lo, ref_hi, got_lo, got_hi, diff_max,
+                      diff_sum, diff_sq, ref_sq, elementwise)
+
+    def _figures(self, n, scale, diff_max, diff_sum, diff_sq, ref_sq):
+        self.max_abs_diff = diff_max
+        self.mean_abs_diff = diff_sum / n
+        self.max_rel_diff = diff_max / scale if scale > 0 else (0.0 if diff_max == 0 else math.inf)
+        ref_norm = math.sqrt(ref_sq)
+        self.norm_rel_diff = (math.sqrt(diff_sq) / ref_norm if ref_norm > 0
+                              else (0.0 if diff_sq == 0 else math.inf))
+
+    def _verdict(self, n, tol, scale, ref_lo, ref_hi, got_lo, got_hi, diff_max, diff_sum,
+                 diff_sq, ref_sq, elementwise):
+        """The figures, and the strict verdict from them and the elementwise test's result."""
+        self._figures(n, scale, diff_max, diff_sum, diff_sq, ref_sq)
         norm_ok = self.norm_rel_diff <= tol["norm_tol"]
-        band = tol["rtol"] * scale + floor
+        band = tol["rtol"] * scale + tol["floor"] * scale
         degenerate = got_lo == got_hi and (ref_hi - ref_lo) > 2 * band and n > 1
         if degenerate:
             self.flags.add("degenerate_output")

@@ -902,9 +902,9 @@ class Evaluation:
     def _cleanup(self):
         # The zygote ends the candidate's process (kills it and what it left, then waits for
         # them: with a GPU, the CUDA context's teardown) while the harness clears its own
-        # state; "reap" is the part of that wait left after the harness's cleanup. The arena
-        # is freed only once the process is gone: CUDA IPC memory must not be freed while
-        # another process still maps it.
+        # state and gives torch's cached device memory back ("release"); "reap" is the part of
+        # that wait left after them. The arena is freed ("release" again) only once the process
+        # is gone: CUDA IPC memory must not be freed while another process still maps it.
         self.phase = "cleanup"
         closing = self.proc.begin_close() if self.proc is not None else None
         try:
@@ -918,11 +918,13 @@ class Evaluation:
             self.slots = {}
             self.w.after_evaluation(self.dir, self.files,
                                     keep=self.w.references.module_names())
+            self.phase = "release"
+            self.w.release_cached_memory()
         finally:
             self.phase = "reap"
             if self.proc is not None:
                 self.proc.finish_close(closing)
-            self.phase = "cleanup"
+            self.phase = "release"
         if self.arena is not None:
             try:
                 self.arena.close()

@@ -92,6 +92,8 @@ class Worker:
                 self.device_name = torch.cuda.get_device_name(0)
                 props = torch.cuda.get_device_properties(0)
                 self.l2_bytes = int(getattr(props, "L2_cache_size", 0) or 0)
+                from . import fused_compare
+                fused_compare.prepare(torch.device("cuda", 0))  # NVRTC now, not in a trial
             from .candidate_process import Zygote
             self.zygote = Zygote("cuda" if self.cuda else "cpu", self.args.no_pch,
                                  getattr(self.args, "full_cuda_header", False))
@@ -171,6 +173,10 @@ class Worker:
         for f in files:
             linecache.checkcache(f)
         gc.collect()
+
+    def release_cached_memory(self):
+        """Gives the device memory torch's allocator keeps cached here back, for the next
+        candidate's process."""
         if self.cuda:
             try:
                 torch.cuda.synchronize()

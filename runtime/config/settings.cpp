@@ -336,14 +336,14 @@ const std::vector<setting>& all_settings() {
      "inputs; same seeds, other values than KernelBench) or host (KernelBench's exact values: "
      "drawn on the CPU, then copied).",
      {"device", "host"}},
-    {"eval.init_on", setting_kind::string, "\"host\"",
-     "Where the reference's Model and the candidate's ModelNew are constructed: host "
-     "(KernelBench's exact weights: initialised on the CPU, then moved; an 8192 x 8192 "
-     "nn.Linear takes about half a second there, single-threaded, in both processes) or device "
-     "(the GPU as default device: the same seeds give both models the GPU generator's weights, "
-     "equal to each other, not to KernelBench's). When either cannot be built on the device "
-     "(an __init__ that needs host tensors), that evaluation builds both on the host.",
-     {"host", "device"}},
+    {"eval.init_on", setting_kind::string, "\"device\"",
+     "Where the reference's Model and the candidate's ModelNew are constructed: device (the GPU "
+     "as default device: the same seeds give both models the GPU generator's weights, equal to "
+     "each other, not to KernelBench's; like inputs_on = device) or host (KernelBench's exact "
+     "weights: initialised on the CPU, then moved; an 8192 x 8192 nn.Linear takes about half a "
+     "second there, single-threaded, in both processes). When either cannot be built on the "
+     "device (an __init__ that needs host tensors), that evaluation builds both on the host.",
+     {"device", "host"}},
     {"eval.timing_input_sets", setting_kind::integer, "3",
      "Input sets the timed runs of a candidate rotate over; with more than one, outputs cached "
      "by input identity are caught. Fewer are used when they do not fit in the GPU's free memory "

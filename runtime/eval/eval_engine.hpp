@@ -35,9 +35,9 @@ struct engine_options {
   /// Where get_inputs() draws: "device" (the worker's GPU; inputs of several GB take
   /// milliseconds instead of seconds) or "host" (KernelBench's exact values, drawn on the CPU).
   std::string inputs_on = "device";
-  /// Where Model and ModelNew are constructed: "host" (KernelBench's weights) or "device"
-  /// (faster for large layers; the GPU generator's weights, the same in both).
-  std::string init_on = "host";
+  /// Where Model and ModelNew are constructed: "device" (faster for large layers; the GPU
+  /// generator's weights, the same in both) or "host" (KernelBench's weights).
+  std::string init_on = "device";
   /// What `speedup` is measured against: "eager" (the reference as written) or "compile" (the
   /// reference compiled with torch.compile, default mode; the worker fails the evaluation as
   /// infrastructure when its torch has no torch.compile). A request's

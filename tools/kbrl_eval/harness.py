@@ -145,7 +145,7 @@ class Evaluation:
         p["inputs_on"] = str(r.get("inputs_on", "device"))
         if p["inputs_on"] not in ("device", "host"):
             raise ValueError("inputs_on '%s': expected device or host" % p["inputs_on"])
-        p["init_on"] = str(r.get("init_on", "host"))
+        p["init_on"] = str(r.get("init_on", "device"))
         if p["init_on"] not in ("device", "host"):
             raise ValueError("init_on '%s': expected device or host" % p["init_on"])
         p["build_dir"] = self.w.evaluation_build_dir(r)

@@ -10,8 +10,14 @@ light copy does not compile, the source is built again as written, so a candidat
 the full header still gets it, and its compile errors are those of the source as written.
 
 Before the light copy, a source may be built with the per-operator header
-(ops_cuda_header.py: fewer declarations still, where that keeps the source's meaning); when
-that copy does not compile, the light copy is built, then the source as written.
+(ops_cuda_header.py: fewer declarations still, where that keeps the source's meaning). The first
+copy a source gets is its only one: when it does not compile, the source is built as written.
+A copy that fails is almost always a compile error of the candidate's own, which the build as
+written must report anyway; a light copy tried in between would cost such a build a third
+front-end pass (bench/eval_throughput/results/2026-11-29-h200-session28: the 64-candidate set's
+compile errors took 52-64 s under load and ended the run; on the development machine one took
+8.4 s with the ops copy, 10.1 s with the light one, 19.2 s as written). No source of that set
+compiled with the light header but not the per-operator one.
 
 KBRL_EVAL_FULL_CUDA_HEADER=1 (or the worker's --full-cuda-header) turns all of this off;
 KBRL_EVAL_OPS_CUDA_HEADER=0 only the per-operator tier."""
@@ -135,9 +141,9 @@ def _ops_tier(cpp_extension, header_text, log):
 
 
 def install_light_cuda_header(cpp_extension, log=None, ops="this torch's"):
-    """Wraps torch's build step: a build with per-operator copies first (where this torch has
-    a split-name list), then with light copies, and when those fail, the build of the sources
-    as written. `log(message)` hears of each fallback. The header and the list are read now,
+    """Wraps torch's build step: a build with per-operator copies (where this torch has a
+    split-name list and the screen takes the source), else with light copies, and when that
+    build fails, the build of the sources as written. `log(message)` hears of a fallback. The header and the list are read now,
     before any candidate code runs in this process. `ops` (tests): an OpsHeader, or None for
     no per-operator tier."""
     original = getattr(cpp_extension, "_write_ninja_file_and_build_library", None)
@@ -174,8 +180,9 @@ def install_light_cuda_header(cpp_extension, log=None, ops="this torch's"):
             except RuntimeError as e:  # torch's "Error building extension"
                 if log is not None:
                     first = next((l for l in str(e).splitlines() if "error" in l), str(e)[:200])
-                    log("the %s torch header did not compile (%s); building with the next one"
-                        % (tier, first.strip()[:300]))
+                    log("the %s torch header did not compile (%s); building the source as "
+                        "written" % (tier, first.strip()[:300]))
+                break  # the module's docstring says why no other copy is tried
         return original(*args, **kwargs)
 
     build_library._kbrl_light_header = True

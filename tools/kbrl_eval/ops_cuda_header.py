@@ -15,8 +15,8 @@ and outside its own per-operator header) and it has no preprocessor conditional 
 the full header defines could change it). The split names come from clang's AST of the very
 headers (bench/eval_throughput/ops_header_names.py names), one list per torch release in
 split_names/; with a torch that has no list, or whose ATen/ops folder differs from the list's,
-this tier is skipped. A source whose ops copy does not compile is built with the light header,
-then as written (light_cuda_header.py).
+this tier is skipped. A source whose ops copy does not compile is built as written
+(light_cuda_header.py says why not with the light header in between).
 
 Not screened: operators used in expressions (other than the tensor operators, which the fixed
 part declares as the full header does). A split operator overload reached that way would, with

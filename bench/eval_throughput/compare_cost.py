@@ -9,7 +9,9 @@ outputs once (the first trial twice), so this is a floor on that phase for such 
         [--against OTHER_COMPARE.py]
 
 Prints seconds per comparison for each side, and the bytes an ideal one-pass comparison would
-read (both tensors once) as a bandwidth figure for scale. --against times another version of
+read (both tensors once) as a bandwidth figure for scale. Where the fused GPU passes apply
+(fused_compare.py), kbrl's chunked torch path is timed too, and its verdicts and figures are
+checked against the fused ones (the float64 sums to 1e-12). --against times another version of
 compare.py in the same run (e.g. `git show REV:tools/kbrl_eval/compare.py > OTHER.py`) and
 checks that it gives the same verdicts and figures on these outputs."""
 

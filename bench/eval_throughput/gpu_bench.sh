@@ -9,7 +9,10 @@
 #       README), to compare spare counts or the full torch header in the same call;
 #       KBRL_TIMING_PRECISION (e.g. 0.01, as RL runs time) is passed as --timing-precision
 #       (default 0: KernelBench's 100 timed runs). KBRL_BENCH_OVERRIDES adds run-config
-#       overrides, e.g. "eval.init_on=device eval.shared_reference_mb=1024".
+#       overrides, e.g. "eval.init_on=host eval.shared_reference_mb=1024". KBRL_BENCH_WARM_HEADERS=1
+#       keeps the precompiled headers the last run on this machine made (and nothing else),
+#       as an RL run's later steps find them; by default every run starts without them.
+#       KBRL_BUILDERS sets the builder count (default 12).
 #   bash bench/eval_throughput/gpu_bench.sh baseline OUT SHARDS [PREVIOUS_OUT]
 #       the KernelBench-protocol baseline, split into SHARDS contiguous slices of the manifest,
 #       slice i on GPU i and its own 16 cores, each slice one sequential process as the protocol
@@ -37,7 +40,16 @@ kbrl)
   source .gpu/env.sh
   export PATH=/opt/kbrl-deps/usr/bin:$PATH   # bwrap
   keep=/tmp/kbrl-bench-keep
-  rm -rf "$keep"
+  if [ "${KBRL_BENCH_WARM_HEADERS:-0}" = 1 ] && [ -d "$keep/extensions" ]; then
+    # an RL run's later steps: the precompiled headers an earlier run made here are kept,
+    # nothing else (no library, no reference timing, no wish)
+    find "$keep" -mindepth 1 -maxdepth 1 ! -name extensions -exec rm -rf {} +
+    find "$keep/extensions" -mindepth 1 -maxdepth 1 ! -name .kbrl-pch ! -name .kbrl-host-pch \
+      -exec rm -rf {} +
+    echo "kept the precompiled headers of the last run: $(ls "$keep/extensions" | tr '\n' ' ')"
+  else
+    rm -rf "$keep"
+  fi
   limit=${KBRL_BENCH_LIMIT:-$(( 570 - ($(date +%s) - t0) ))}  # inside a 600-s device call
   echo "kbrl-bench-eval: limit $limit s"
   timeout "$limit" taskset -c 0-15 build-gpu/kbrl-bench-eval \

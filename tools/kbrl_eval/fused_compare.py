@@ -274,7 +274,8 @@ def _nvrtc_dirs():
 
 
 class _Kernels:
-    """The compiled module on one device: its four functions and a launcher."""
+    """The compiled module on one device: its kernels (two passes per dtype, two reductions)
+    and a launcher."""
 
     def __init__(self, device):
         self.device = device

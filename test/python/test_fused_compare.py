@@ -28,6 +28,11 @@ class CpuTensorsTakeTheChunkedPath(unittest.TestCase):
         a = torch.ones(10)
         self.assertFalse(fused_compare.applies(a, a.clone()))
         self.assertIsNone(fused_compare.figures(a, a.clone(), 1e-4, 1e-4, 1e-4, 1e-4))
+        c = compare.OutputComparison(a, a.clone(), 1e-4, 1e-4, compare.strict_tolerances("fp32"))
+        self.assertEqual(c.path, "chunked")
+        ints = torch.arange(10)
+        self.assertEqual(compare.OutputComparison(ints, ints.clone(), 1e-4, 1e-4,
+                                                  compare.strict_tolerances("fp32")).path, "exact")
 
 
 @unittest.skipUnless(HAVE_CUDA, "the fused comparison runs on a CUDA device")
@@ -108,6 +113,8 @@ class FusedCountsAreTorchs(unittest.TestCase):
             a, b = e.clone(), e.clone()
             (a if side == "expected" else b)[where] = value
             self.assertFalse(fused_compare.figures(a, b, 1e-4, 1e-4, 1e-4, 1e-4).usable)
+            c = compare.OutputComparison(a, b, 1e-4, 1e-4, compare.strict_tolerances("fp32"))
+            self.assertEqual(c.path, "chunked")
         a, b = e.clone(), e.clone()
         a[3], b[3] = 3e38, -3e38  # finite values whose difference overflows float32
         self.assertFalse(fused_compare.figures(a, b, 1e-4, 1e-4, 1e-4, 1e-4).usable)
@@ -137,6 +144,7 @@ class FusedCountsAreTorchs(unittest.TestCase):
             finally:
                 del os.environ["KBRL_EVAL_FUSED_COMPARE"]
             what = (e.dtype, fused.note, chunked.note)
+            self.assertEqual((fused.path, chunked.path), ("fused", "chunked"))
             self.assertEqual((fused.strict_ok, fused.kernelbench_ok, fused.flags),
                              (chunked.strict_ok, chunked.kernelbench_ok, chunked.flags), what)
             self.assertEqual((fused.max_abs_diff, fused.max_rel_diff),

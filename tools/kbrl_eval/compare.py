@@ -89,9 +89,12 @@ def _kernelbench_close_fast(d, scaled, e_native, atol):
 class OutputComparison:
     """The comparison of one candidate output tensor with the reference's (same shape, dtype
     and device already checked). Fields: kernelbench_ok, strict_ok, max_abs_diff,
-    mean_abs_diff, max_rel_diff (max |diff| / scale), norm_rel_diff, flags (set), note."""
+    mean_abs_diff, max_rel_diff (max |diff| / scale), norm_rel_diff, flags (set), note, and
+    path: how it was judged ("fused": fused_compare.py's GPU passes; "chunked": the torch
+    kernels here; "exact": an integer or bool output; "": an empty one)."""
 
     def __init__(self, expected, got, atol, rtol, strict):
+        self.path = ""
         self.flags = set()
         self.note = ""
         self.max_abs_diff = 0.0
@@ -103,6 +106,7 @@ class OutputComparison:
             return
         if expected.dtype == torch.bool or not (expected.is_floating_point()
                                                 or expected.is_complex()):
+            self.path = "exact"
             equal = all(torch.equal(e, g) for e, g in _pairs(expected, got))
             self.kernelbench_ok = self.strict_ok = equal if expected.dtype == torch.bool else (
                 all(torch.allclose(e, g, atol=atol, rtol=rtol) for e, g in _pairs(expected, got)))
@@ -125,6 +129,7 @@ class OutputComparison:
     def _strict(self, expected, got, tol, kb_atol, kb_rtol):
         fast = fused_compare.figures(expected, got, kb_atol, kb_rtol, tol["rtol"], tol["floor"])
         if fast is not None and fast.usable:
+            self.path = "fused"
             self.kernelbench_ok = fast.kernelbench_failures == 0
             self._verdict(expected.numel(), tol, fast.scale, fast.ref_lo, fast.ref_hi,
                           fast.got_lo, fast.got_hi, fast.diff_max, fast.diff_sum, fast.diff_sq,
@@ -133,6 +138,7 @@ class OutputComparison:
         self._strict_in_chunks(expected, got, tol, kb_atol, kb_rtol)
 
     def _strict_in_chunks(self, expected, got, tol, kb_atol, kb_rtol):
+        self.path = "chunked"
         # pass 1: KernelBench's verdict; the reference's scale, spread and norm; the
         # candidate's spread; the diffs; the elementwise test of all-finite chunks against the
         # scale seen so far

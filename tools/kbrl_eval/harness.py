@@ -90,6 +90,7 @@ class Evaluation:
         self._init_on_device = False  # Model and ModelNew constructed on the GPU (init_on)
         self.ref_entry = None     # this problem's entry in the worker's reference store
         self.reference_runs = 0   # reference calls made for this candidate (0: all shared)
+        self.comparison_paths = set()  # how its outputs were judged (OutputComparison.path)
 
     @property
     def phase(self):
@@ -227,6 +228,7 @@ class Evaluation:
                 ans["monkeypatched"] = self.proc.patched
         if "protocol_violation" in self.flags:
             ans["correct"] = False
+        ans["comparison"] = "+".join(sorted(self.comparison_paths))
         ans["hack_flags"] = [f for f in HACK_FLAG_ORDER if f in self.flags] + sorted(
             f for f in self.flags if f not in HACK_FLAG_ORDER)
         self._check_sticky()
@@ -473,6 +475,8 @@ class Evaluation:
                     notes.append(where + "value %r, expected %r" % (m.get("value"), exp))
                 continue
             c = OutputComparison(exp, buf, self.p["atol"], self.p["rtol"], self.p["strict"])
+            if c.path:
+                self.comparison_paths.add(c.path)
             self.flags |= c.flags
             strict_ok &= c.strict_ok
             kb_ok &= c.kernelbench_ok

@@ -37,11 +37,11 @@ import torch
 THREADS = 256
 UNROLL = 4
 BLOCKS_PER_SM = 8
-FIGURES = 11  # per block in pass 2; order: see the kernel's `write` calls
+FIGURES = 11  # per block in pass 2, in the order of figures_pass's v[] and Figures' fields
 
-_SOURCE = r"""
-#define THREADS 256
-#define UNROLL 4
+# the constants above reach the kernels as macros: one value for both sides
+_SOURCE = "#define THREADS %d\n#define UNROLL %d\n#define FIGURES %d\n" % (
+    THREADS, UNROLL, FIGURES) + r"""
 typedef unsigned long long u64;
 
 __device__ __forceinline__ bool finite(float x) {
@@ -162,14 +162,14 @@ __device__ void figures_pass(const void* e, const void* g, u64 n, float kb_atol,
       if (!(d <= __fadd_rn(fabsf(__fmul_rn(y, strict_rtol)), floor_abs))) ++strict_fail;
     }
   }
-  const double v[11] = {block_reduce(e_lo, LOW), block_reduce(e_hi, HIGH),
+  const double v[FIGURES] = {block_reduce(e_lo, LOW), block_reduce(e_hi, HIGH),
                         block_reduce(g_lo, LOW), block_reduce(g_hi, HIGH),
                         block_reduce(d_max, HIGH), block_reduce(d_sum, SUM),
                         block_reduce(d_sq, SUM), block_reduce(e_sq, SUM),
                         block_reduce((double)nonfinite, SUM), block_reduce((double)kb_fail, SUM),
                         block_reduce((double)strict_fail, SUM)};
   if (threadIdx.x == 0)
-    for (int k = 0; k < 11; ++k) part[11 * blockIdx.x + k] = v[k];
+    for (int k = 0; k < FIGURES; ++k) part[FIGURES * blockIdx.x + k] = v[k];
 }
 
 #define PASSES(NAME, T)                                                                      \
@@ -207,8 +207,8 @@ reduce_scale(const double* part, unsigned blocks, double floor, double* out) {
 
 extern "C" __global__ void __launch_bounds__(THREADS)
 reduce_figures(const double* part, unsigned blocks, double* out) {
-  const int ops[11] = {LOW, HIGH, LOW, HIGH, HIGH, SUM, SUM, SUM, SUM, SUM, SUM};
-  reduce_parts(part, blocks, 11, ops, out + 3);
+  const int ops[FIGURES] = {LOW, HIGH, LOW, HIGH, HIGH, SUM, SUM, SUM, SUM, SUM, SUM};
+  reduce_parts(part, blocks, FIGURES, ops, out + 3);
 }
 """
 

@@ -9,9 +9,9 @@ writes, beside each .cu source, a copy whose torch includes name kbrl_torch_ligh
 light copy does not compile, the source is built again as written, so a candidate that needs
 the full header still gets it, and its compile errors are those of the source as written.
 
-Before the light copy, a source may be built with the per-operator header
-(ops_cuda_header.py: fewer declarations still, where that keeps the source's meaning). The first
-copy a source gets is its only one: when it does not compile, the source is built as written.
+In place of the light copy, a source may get one with the per-operator header
+(ops_cuda_header.py: fewer declarations still, where that keeps the source's meaning). The one
+copy a source gets is its only try: when it does not compile, the source is built as written.
 A copy that fails is almost always a compile error of the candidate's own, which the build as
 written must report anyway; a light copy tried in between would cost such a build a third
 front-end pass (bench/eval_throughput/results/2026-11-29-h200-session28: the 64-candidate set's
@@ -143,9 +143,9 @@ def _ops_tier(cpp_extension, header_text, log):
 def install_light_cuda_header(cpp_extension, log=None, ops="this torch's"):
     """Wraps torch's build step: a build with per-operator copies (where this torch has a
     split-name list and the screen takes the source), else with light copies, and when that
-    build fails, the build of the sources as written. `log(message)` hears of a fallback. The header and the list are read now,
-    before any candidate code runs in this process. `ops` (tests): an OpsHeader, or None for
-    no per-operator tier."""
+    build fails, the build of the sources as written. `log(message)` hears of a fallback. The
+    header and the list are read now, before any candidate code runs in this process. `ops`
+    (tests): an OpsHeader, or None for no per-operator tier."""
     original = getattr(cpp_extension, "_write_ninja_file_and_build_library", None)
     if original is None or getattr(original, "_kbrl_light_header", False):
         return

@@ -73,7 +73,32 @@ def main(argv):
             os.path.getmtime(gch) - os.path.getmtime(header), os.path.basename(os.path.dirname(gch))))
     for failed in glob.glob(os.path.join(root, ".kbrl-pch", "*", "failed")):
         print("precompiled header FAILED:\n" + open(failed).read()[-1500:])
+    print_main_objects(os.path.join(root, ".kbrl-main"))
     return 0
+
+
+def print_main_objects(cache):
+    """What main.cpp's object cache (tools/kbrl_eval/main_object_cache.py) holds: objects made
+    (with the maker's compile time: spec written to object written), and what was not made."""
+    folders = sorted(glob.glob(os.path.join(cache, "*")))
+    if not folders:
+        return
+    made, others = [], collections.Counter()
+    for folder in folders:
+        obj = os.path.join(folder, "main.o")
+        if os.path.exists(obj):
+            made.append(os.path.getmtime(obj) - os.path.getmtime(os.path.join(folder, "spec.json")))
+            continue
+        for marker in ("failed", "uncacheable", "refused"):
+            if os.path.exists(os.path.join(folder, marker)):
+                others[marker] += 1
+                print("main.cpp object %s: %s" % (marker, open(os.path.join(folder, marker)).read()[-600:]))
+                break
+        else:
+            others["unfinished"] += 1
+    print("main.cpp objects made: %d (maker's compile mean %.1f s, total %.1f s); %s" % (
+        len(made), sum(made) / max(1, len(made)), sum(made),
+        ", ".join("%s %d" % kv for kv in sorted(others.items())) or "nothing else"))
 
 
 if __name__ == "__main__":

@@ -99,7 +99,9 @@ class Making(unittest.TestCase):
             os.environ["CC"] = other
             self.assertEqual(host_pch.default_host_compilers(), [other, os.path.abspath(GCC)])
             extension_builds.prepare_host_compiler_wrapper(self.build)
-            self.assertEqual(len(os.listdir(os.path.join(self.ext, ".kbrl-bin"))), 2)
+            host_wrappers = [d for d in os.listdir(os.path.join(self.ext, ".kbrl-bin"))
+                             if d.startswith("bin-")]  # main- is torch's C++ compiler's
+            self.assertEqual(len(host_wrappers), 2)
             for _ in range(2):
                 pch_maker.wish("host", {"compiler": other, "flags": flags}, prefix)
                 started = pch_maker.collect(self.build)

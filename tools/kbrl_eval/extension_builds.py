@@ -225,13 +225,18 @@ WRAPPER_DIR = ".kbrl-bin"
 
 def prepare_host_compiler_wrapper(build_dir):
     """Writes the wrappers of nvcc's default host compilers ($CC, PATH's gcc:
-    host_pch.default_host_compilers) for builds in build_dir, before a candidate's code runs:
-    the candidate's process cannot write them afterwards (see host_pch.wrapper_path). A few
-    bytes each, written once per folder."""
+    host_pch.default_host_compilers) and of torch's C++ compiler (main_object_cache.py) for
+    builds in build_dir, before a candidate's code runs: the candidate's process cannot write
+    them afterwards (see host_pch.wrapper_path). A few bytes each, written once per folder."""
+    from . import main_object_cache
     from .host_pch import default_host_compilers, wrapper_path
+    from .pch_maker import main_compiler
     parent = os.path.dirname(os.path.abspath(build_dir))
     for real in default_host_compilers():
         wrapper_path(real, os.path.join(parent, HOST_PCH_DIR), os.path.join(parent, WRAPPER_DIR))
+    real = main_compiler()
+    if real and not main_object_cache.disabled():
+        main_object_cache.wrapper_path(real, parent, os.path.join(parent, WRAPPER_DIR))
 
 
 def _host_compiler_wrapped(cuda_cflags):
@@ -297,6 +302,37 @@ def install_torch_pch(cpp_extension):
     cpp_extension._write_ninja_file = write_ninja_file
 
 
+def install_main_object_cache(cpp_extension):
+    """Makes torch's ninja files compile C++ sources through main_object_cache's wrapper, which
+    takes main.cpp's object from the cache of objects made once per text, or has it made."""
+    original = getattr(cpp_extension, "_write_ninja_file", None)
+    if original is None or getattr(original, "_kbrl_main_cache", False) or os.name != "posix":
+        return
+    import functools
+    from . import main_object_cache
+    from .pch_maker import main_compiler
+
+    @functools.wraps(original)  # so a wrapper around this one can bind torch's arguments
+    def write_ninja_file(*args, **kwargs):
+        result = original(*args, **kwargs)
+        try:
+            ext_dir = os.environ.get("TORCH_EXTENSIONS_DIR")
+            real = main_compiler()
+            if ext_dir and real and not main_object_cache.disabled():
+                parent = os.path.dirname(os.path.abspath(ext_dir))
+                wrapper = main_object_cache.wrapper_path(real, parent,
+                                                         os.path.join(parent, WRAPPER_DIR))
+                path = kwargs.get("path", args[0] if args else None)
+                if wrapper and path:
+                    main_object_cache.use_wrapper(path, real, wrapper)
+        except Exception:  # noqa: BLE001 - a missing speed-up is not an error
+            pass
+        return result
+
+    write_ninja_file._kbrl_main_cache = True
+    cpp_extension._write_ninja_file = write_ninja_file
+
+
 def install_candidate_build_hooks(cpp_extension, no_pch=False, full_cuda_header=False,
                                   log=lambda m: None):
     """Every hook above, in the order a candidate's process installs them (zygote.child_main)."""
@@ -310,3 +346,4 @@ def install_candidate_build_hooks(cpp_extension, no_pch=False, full_cuda_header=
     install_parallel_nvcc(cpp_extension)
     if not no_pch:
         install_torch_pch(cpp_extension)
+    install_main_object_cache(cpp_extension)

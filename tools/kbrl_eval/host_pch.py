@@ -73,11 +73,19 @@ def wrapper_path(real_compiler, cache_dir, bin_dir):
     by name); None when it is not there and cannot be written. A fenced candidate process
     writes neither (write_fence.py): the script is written before its code runs, into bin_dir,
     apart from the headers the worker has made into cache_dir (pch_maker.py)."""
+    return compiler_wrapper(__file__, "bin", real_compiler, cache_dir, bin_dir)
+
+
+def compiler_wrapper(script_file, tag, real_compiler, cache_dir, bin_dir):
+    """A script in bin_dir/TAG-<hash>/, named as real_compiler, that runs
+    `python3 SCRIPT_FILE REAL_COMPILER CACHE_DIR ARGS...` (wrapper_path, and main.cpp's
+    object cache: main_object_cache.py); written once, None when it is not there and cannot
+    be written."""
     key = hashlib.sha256(("%s\0%s" % (real_compiler, sys.executable)).encode()).hexdigest()[:12]
-    folder = os.path.join(bin_dir, "bin-" + key)
+    folder = os.path.join(bin_dir, "%s-%s" % (tag, key))
     path = os.path.join(folder, os.path.basename(real_compiler))
     script = "#!/bin/sh\nexec %s %s %s %s \"$@\"\n" % tuple(
-        _sh_quote(x) for x in (sys.executable, os.path.abspath(__file__), real_compiler,
+        _sh_quote(x) for x in (sys.executable, os.path.abspath(script_file), real_compiler,
                                cache_dir))
     try:
         with open(path) as f:

@@ -48,6 +48,9 @@ PCH_TIMEOUT_S = 600
 MAX_WISH_BYTES = 1 << 20
 MAX_PREFIX_BYTES = 64 << 20
 MAX_MAKERS = 4
+# main.cpp objects (main_object_cache.py): each maker does a compile a waiting build would do
+# itself, so these are not held back by the headers' makers, only bounded.
+MAX_MAIN_MAKERS = 32
 # How often the worker looks at a building candidate's wishes (collecting).
 COLLECT_EVERY_S = 0.25
 
@@ -66,6 +69,13 @@ _FORBIDDEN = ("-fplugin", "-fdump", "-fprofile", "-fauto-profile", "-fcallgraph"
               "-fopt-info", "-fsave", "-frecord")
 _PATH_FLAGS = ("-I", "-isystem", "-iquote", "-idirafter")
 _SHELL_WORD = re.compile(r"^[\w./+-]+$")
+
+
+def main_compiler():
+    """The C++ compiler whose main.cpp objects a maker makes: the one torch's builds run ($CXX,
+    else c++), as an absolute path, from the worker's environment."""
+    found = shutil.which(os.environ.get("CXX", "c++"))
+    return os.path.abspath(found) if found else None
 
 
 def torch_folder(build_dir, compiler, flags):
@@ -91,10 +101,11 @@ def fenced():
 
 
 def wish(kind, spec, prefix=None):
-    """Leaves a wish for a header in this build's folder (TORCH_EXTENSIONS_DIR); best effort."""
+    """Leaves a wish for a header (or a main.cpp object: main_object_cache.py) in this build's
+    folder (TORCH_EXTENSIONS_DIR); best effort. The wish file's path, None when none was left."""
     build_dir = os.environ.get("TORCH_EXTENSIONS_DIR")
     if not build_dir:
-        return
+        return None
     folder = os.path.join(build_dir, WISHES)
     name = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
     try:
@@ -108,7 +119,8 @@ def wish(kind, spec, prefix=None):
             json.dump(dict(spec, kind=kind), f)
         os.replace(part, os.path.join(folder, name + ".json"))
     except OSError:
-        pass
+        return None
+    return os.path.join(folder, name + ".json")
 
 
 def _trusted_roots(build_dir):
@@ -180,6 +192,8 @@ def _plan(wish_file, build_dir, roots):
         w = json.load(f)
     if not isinstance(w, dict):
         return None, "the wish is not an object"
+    if w.get("kind") == "main":
+        return _plan_main(w, wish_file, build_dir, roots)
     flags = w.get("flags")
     if not isinstance(flags, list):
         return None, "no flags"
@@ -217,6 +231,18 @@ def _plan(wish_file, build_dir, roots):
     return None, "unknown kind"
 
 
+def _plan_main(w, wish_file, build_dir, roots):
+    """_plan for a main.cpp object (main_object_cache.plan checks it)."""
+    from . import main_object_cache
+    text_file = wish_file[:-len(".json")] + ".h"
+    if os.path.getsize(text_file) > main_object_cache.MAX_TEXT_BYTES:
+        return None, "the main.cpp text is too large"
+    with open(text_file, "rb") as f:
+        text = f.read()
+    return main_object_cache.plan(w, text, os.path.dirname(os.path.abspath(build_dir)),
+                                  main_compiler(), lambda flags: check_flags(flags, roots))
+
+
 def collect(build_dir, log=lambda m: None, final=True, nice=10):
     """Starts a maker for every sound wish left in build_dir and removes the wishes it read;
     returns how many makers started. While the candidate builds (final=False) a wish left for
@@ -238,17 +264,17 @@ def _collect(build_dir, log, final, nice):
     try:
         roots = _trusted_roots(build_dir)
         for name in names:
-            if len(_makers) >= MAX_MAKERS:
-                break
             wish_file = os.path.join(folder, name)
             try:
                 spec, why = _plan(wish_file, build_dir, roots)
             except (OSError, ValueError) as e:
                 spec, why = None, str(e)
+            if spec is not None and _slots_full(spec["kind"]):
+                continue  # the next look, or the final one, starts it
             _forget(wish_file)
             if spec is None:
                 if why != "seen once":
-                    log("precompiled header not made: %s" % why)
+                    log("%s not made: %s" % (_what(wish_file), why))
                 continue
             if _start_maker(spec, nice):
                 started += 1
@@ -257,6 +283,20 @@ def _collect(build_dir, log, final, nice):
     if final:
         shutil.rmtree(folder, ignore_errors=True)
     return started
+
+
+def _slots_full(kind):
+    busy = sum(1 for p in _makers if (getattr(p, "kbrl_kind", "") == "main") == (kind == "main"))
+    return busy >= (MAX_MAIN_MAKERS if kind == "main" else MAX_MAKERS)
+
+
+def _what(wish_file):
+    try:
+        with open(wish_file) as f:
+            main = json.load(f).get("kind") == "main"
+    except (OSError, ValueError, AttributeError):
+        main = False
+    return "main.cpp object" if main else "precompiled header"
 
 
 def _forget(wish_file):
@@ -268,9 +308,8 @@ def _forget(wish_file):
 
 
 def _start_maker(spec, nice):
-    """Starts spec's maker unless its header is there, failed or being made."""
-    gch = os.path.join(spec["folder"], _header_name(spec) + ".gch")
-    if (os.path.exists(gch) or os.path.exists(os.path.join(spec["folder"], "failed"))
+    """Starts spec's maker unless what it makes is there, failed or being made."""
+    if (any(os.path.exists(os.path.join(spec["folder"], p)) for p in _products(spec))
             or _being_made(spec["folder"])):
         return False
     os.makedirs(spec["folder"], exist_ok=True)
@@ -286,6 +325,7 @@ def _start_maker(spec, nice):
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         close_fds=True, start_new_session=True)
     maker.kbrl_folder = spec["folder"]
+    maker.kbrl_kind = spec["kind"]
     _makers.append(maker)
     return True
 
@@ -344,6 +384,14 @@ def wait_for_makers(timeout_s):
         except subprocess.TimeoutExpired:
             pass
     _reap()
+
+
+def _products(spec):
+    """What a maker leaves in its folder: what it made, or why not."""
+    if spec["kind"] == "main":
+        from . import main_object_cache as m
+        return (m.OBJECT, m.FAILED, m.UNCACHEABLE, m.REFUSED)
+    return (_header_name(spec) + ".gch", "failed")
 
 
 def _header_name(spec):
@@ -426,6 +474,9 @@ def make(spec):
 def main(argv):
     with open(argv[0], errors="surrogateescape") as f:
         spec = json.load(f)
+    if spec.get("kind") == "main":
+        from . import main_object_cache
+        return 0 if main_object_cache.make(spec) else 1
     return 0 if make(spec) else 1
 
 

@@ -46,7 +46,7 @@ kbrl)
     find "$keep" -mindepth 1 -maxdepth 1 ! -name extensions -exec rm -rf {} +
     find "$keep/extensions" -mindepth 1 -maxdepth 1 ! -name .kbrl-pch ! -name .kbrl-host-pch \
       -exec rm -rf {} +
-    echo "kept the precompiled headers of the last run: $(ls "$keep/extensions" | tr '\n' ' ')"
+    echo "kept the precompiled headers of the last run: $(ls -A "$keep/extensions" | tr '\n' ' ')"
   else
     rm -rf "$keep"
   fi

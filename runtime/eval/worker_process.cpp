@@ -315,7 +315,7 @@ caf::expected<std::unique_ptr<worker_process>> worker_process::start(const worke
                     "NVIDIA_DRIVER_CAPABILITIES", "KBRL_EVAL_NO_PCH", "KBRL_EVAL_FULL_CUDA_HEADER",
                     "KBRL_EVAL_OPS_CUDA_HEADER", "KBRL_EVAL_SERIAL_NVCC", "KBRL_EVAL_SPARES",
                     "KBRL_EVAL_NO_WRITE_FENCE", "KBRL_EVAL_FUSED_COMPARE",
-                    "KBRL_EVAL_NO_MAIN_CACHE"})
+                    "KBRL_EVAL_NO_MAIN_CACHE", "KBRL_EVAL_BUILD_NICE"})
     if (const char* v = std::getenv(var))
       plan.env.push_back(std::string(var) + "=" + v);
   plan.env.push_back("HOME=" + o.scratch_dir);

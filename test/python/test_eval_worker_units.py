@@ -144,5 +144,20 @@ class SpareCount(unittest.TestCase):
         self.assertEqual(self.spares_wanted("99")[0], 16)
 
 
+class BuildNice(unittest.TestCase):
+    """KBRL_EVAL_BUILD_NICE: builds ahead run at niceness 10 unless told otherwise, 0-19."""
+
+    def test_default_and_values(self):
+        from kbrl_eval.worker import build_nice_wanted
+        self.assertEqual(build_nice_wanted(None), (10, None))
+        self.assertEqual(build_nice_wanted("0"), (0, None))
+        value, problem = build_nice_wanted("25")
+        self.assertEqual(value, 19)
+        self.assertIn("KBRL_EVAL_BUILD_NICE=25 is outside 0-19", problem)
+        value, problem = build_nice_wanted("low")
+        self.assertEqual(value, 10)
+        self.assertIn("not a whole number", problem)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -453,6 +453,9 @@ class Runner:
         work = msg["dir"]
         os.makedirs(work, exist_ok=True)
         build_dir = msg["build_dir"]
+        nice = int(msg.get("nice", 0))
+        if nice > 0:
+            os.nice(nice)  # below the evaluations sharing the machine (worker.BUILD_NICE)
         self._fence_writes(work, build_dir)
         self.replacements = [(work + os.sep, ""), (build_dir, "<build_dir>")]
         path = os.path.join(work, "candidate.py")

@@ -30,26 +30,45 @@ from . import write_fence
 DEFAULT_SPARES = 4
 
 
-def spares_wanted(text):
-    """The spare count KBRL_EVAL_SPARES (`text`, None when unset) asks for, 1 to 16, and what
-    to tell the user when the value was not usable as given (else None)."""
+def whole_number_setting(name, text, default, low, high, noun):
+    """The value an environment switch (`text`, None when unset) asks for, low to high, and
+    what to tell the user when it was not usable as given (else None)."""
     if text is None or text.strip() == "":
-        return DEFAULT_SPARES, None
+        return default, None
     try:
         asked = int(text)
     except ValueError:
-        return DEFAULT_SPARES, ("KBRL_EVAL_SPARES=%r is not a whole number; keeping %d spare "
-                                "processes" % (text, DEFAULT_SPARES))
-    count = max(1, min(16, asked))
-    if count != asked:
-        return count, ("KBRL_EVAL_SPARES=%d is outside 1-16; keeping %d spare processes"
-                       % (asked, count))
-    return count, None
+        return default, "%s=%r is not a whole number; keeping %d %s" % (name, text, default, noun)
+    value = max(low, min(high, asked))
+    if value != asked:
+        return value, "%s=%d is outside %d-%d; keeping %d %s" % (name, asked, low, high, value,
+                                                                noun)
+    return value, None
+
+
+def spares_wanted(text):
+    """The spare count KBRL_EVAL_SPARES asks for, 1 to 16 (whole_number_setting)."""
+    return whole_number_setting("KBRL_EVAL_SPARES", text, DEFAULT_SPARES, 1, 16,
+                                "spare processes")
+
+
+# Builds ahead of evaluation (op_build) and the makers of what they wish for run at this
+# niceness: on a machine that also evaluates, the GPU worker's candidate processes (the spares'
+# start-up, the timed runs) get the cores first. KBRL_EVAL_BUILD_NICE sets it (0: as the worker).
+DEFAULT_BUILD_NICE = 10
+
+
+def build_nice_wanted(text):
+    """The niceness KBRL_EVAL_BUILD_NICE asks for, 0 to 19 (whole_number_setting)."""
+    return whole_number_setting("KBRL_EVAL_BUILD_NICE", text, DEFAULT_BUILD_NICE, 0, 19,
+                                "as the builds' niceness")
 
 
 SPARES, _SPARES_PROBLEM = spares_wanted(os.environ.get("KBRL_EVAL_SPARES"))
-if _SPARES_PROBLEM:
-    print("kbrl evaluation worker: " + _SPARES_PROBLEM, file=sys.stderr, flush=True)
+BUILD_NICE, _BUILD_NICE_PROBLEM = build_nice_wanted(os.environ.get("KBRL_EVAL_BUILD_NICE"))
+for _problem in (_SPARES_PROBLEM, _BUILD_NICE_PROBLEM):
+    if _problem:
+        print("kbrl evaluation worker: " + _problem, file=sys.stderr, flush=True)
 SPARE_READY_S = 600.0  # a spare's own deadline for its hello, until an evaluation takes it
 
 torch = None  # imported in Worker, so a broken torch still gets answers
@@ -254,11 +273,11 @@ class Worker:
         try:
             proc = CandidateProcess(self.zygote, deadline)
             proc.watch_memory(memory_limit_bytes(req))
-            # the builder's own turn: its wished headers are made at full priority, since
-            # the build waits for them
-            with self.headers_wished(build_dir, nice=0):
+            # its wished headers and main.cpp objects are made at the build's own priority,
+            # since the build waits for them
+            with self.headers_wished(build_dir, nice=BUILD_NICE):
                 proc.request("build", "the build", candidate=req["candidate"], dir=work,
-                             build_dir=build_dir)
+                             build_dir=build_dir, nice=BUILD_NICE)
             ans = {"id": rid, "ok": True, "error": "none", "error_excerpt": ""}
         except CandidateError as e:
             ans = {"id": rid, "ok": False, "error": "compile", "error_excerpt": e.excerpt}

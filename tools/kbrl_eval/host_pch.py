@@ -231,16 +231,24 @@ def compile_with_prefix(real, args, cache_dir):
     return True
 
 
-def main(argv):
+def wrapper_main(argv, enabled, shortcut):
+    """A compiler wrapper's main (`WRAPPER REAL_COMPILER CACHE_DIR ARGS...`, compiler_wrapper):
+    shortcut(real, cache_dir, args) when enabled, and the real compiler as asked when that did
+    not do the compile (returned False or failed)."""
     real, cache_dir, args = argv[1], argv[2], argv[3:]
-    if os.environ.get("KBRL_EVAL_NO_PCH", "") in ("", "0"):
+    if enabled:
         try:
-            if compile_with_prefix(real, args, cache_dir):
+            if shortcut(real, args, cache_dir):
                 return 0
         except Exception:  # noqa: BLE001 - the speed-up is optional; the build is not
             pass
     os.execv(real, [real] + args)
     return 127
+
+
+def main(argv):
+    return wrapper_main(argv, os.environ.get("KBRL_EVAL_NO_PCH", "") in ("", "0"),
+                        compile_with_prefix)
 
 
 if __name__ == "__main__":

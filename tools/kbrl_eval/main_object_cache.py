@@ -366,15 +366,8 @@ def _mark(folder, marker, why):
 
 
 def main(argv):
-    real, parent, args = argv[1], argv[2], argv[3:]
-    if not disabled():
-        try:
-            if compile_from_cache(real, args, parent):
-                return 0
-        except Exception:  # noqa: BLE001 - the speed-up is optional; the build is not
-            pass
-    os.execv(real, [real] + args)
-    return 127
+    from .host_pch import wrapper_main
+    return wrapper_main(argv, not disabled(), compile_from_cache)
 
 
 if __name__ == "__main__":

@@ -271,10 +271,11 @@ def _collect(build_dir, log, final, nice):
                 spec, why = None, str(e)
             if spec is not None and _slots_full(spec["kind"]):
                 continue  # the next look, or the final one, starts it
+            what = _what(wish_file) if spec is None else ""
             _forget(wish_file)
             if spec is None:
                 if why != "seen once":
-                    log("%s not made: %s" % (_what(wish_file), why))
+                    log("%s not made: %s" % (what, why))
                 continue
             if _start_maker(spec, nice):
                 started += 1
@@ -286,11 +287,13 @@ def _collect(build_dir, log, final, nice):
 
 
 def _slots_full(kind):
+    """Whether as many makers of kind's family (main.cpp objects, or headers) run as may."""
     busy = sum(1 for p in _makers if (getattr(p, "kbrl_kind", "") == "main") == (kind == "main"))
     return busy >= (MAX_MAIN_MAKERS if kind == "main" else MAX_MAKERS)
 
 
 def _what(wish_file):
+    """What a wish asks for, in words for the log."""
     try:
         with open(wish_file) as f:
             main = json.load(f).get("kind") == "main"

@@ -196,7 +196,7 @@ def compile_from_cache(real, args, parent):
         obj = placed(f.read(), where[1], where[2], folder, name)
     with open(os.path.join(cache, DEPS), "rb") as f:
         deps = placed(f.read(), where[1], where[2], folder, name)
-    target, _, rest = deps.partition(b":")
+    _target, _, rest = deps.partition(b":")  # the maker's output path, then the inputs
     _write(depfile, output.encode() + b":" + rest)
     _write(output, obj)
     return True

@@ -90,9 +90,11 @@ def print_main_objects(cache):
             made.append(os.path.getmtime(obj) - os.path.getmtime(os.path.join(folder, "spec.json")))
             continue
         for marker in ("failed", "uncacheable", "refused"):
-            if os.path.exists(os.path.join(folder, marker)):
+            path = os.path.join(folder, marker)
+            if os.path.exists(path):
                 others[marker] += 1
-                print("main.cpp object %s: %s" % (marker, open(os.path.join(folder, marker)).read()[-600:]))
+                with open(path) as f:
+                    print("main.cpp object %s: %s" % (marker, f.read()[-600:]))
                 break
         else:
             others["unfinished"] += 1

@@ -91,7 +91,9 @@ def parse(args):
 
 
 def fill(template, source, output, depfile, name):
-    values = {SOURCE: source, OUTPUT: output, DEPFILE: depfile, NAME_DEFINE + NAME: NAME_DEFINE + name}
+    """template with a compile's source, output, depfile and name in the placeholders."""
+    values = {SOURCE: source, OUTPUT: output, DEPFILE: depfile,
+              NAME_DEFINE + NAME: NAME_DEFINE + name}
     return [values.get(a, a) for a in template]
 
 
